@@ -1,0 +1,116 @@
+// The detector: builds frames into the ring and decides, per the control block,
+// which frames are events. It reproduces DebugUnderflowOverflow's batch counting,
+// tracing and reporting, and knows nothing of torch or Python: the hooks (the
+// pybind11 module, the C++ API) feed it tensors as ovf::TensorView.
+#ifndef OVF_MONITOR_H
+#define OVF_MONITOR_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ovf/ring.h"
+#include "ovf/stats.h"
+
+namespace ovf {
+
+// Lines beyond this many in one frame are dropped and the frame is flagged
+// OVF_FLAG_TRUNCATED: a forward returning a list of 10^5 tensors must not flood the ring.
+constexpr uint32_t kMaxLinesPerFrame = 512;
+
+struct DeviceId {
+  uint8_t type = 0;  // 0 cpu, 1 cuda, 255 other
+  int8_t index = -1;
+};
+
+// One frame being assembled: the FRAME record first, then its lines. Reused
+// across calls so that steady-state hooks allocate nothing.
+class FrameBuilder {
+ public:
+  void begin(uint32_t module_name_id, uint32_t class_name_id, bool is_root);
+  // Computes the tensor's stats on the CPU and adds a line.
+  void add_tensor(ovf_record_kind kind, uint32_t label_id, const TensorView& view, DeviceId device);
+  // Adds a line whose stats were computed elsewhere (weight cache, GPU engine).
+  void add_stats(ovf_record_kind kind, uint32_t label_id, const Stats& stats, ovf_dtype dtype, DeviceId device,
+                 uint32_t extra_flags = 0);
+  // A line without data: `what` is OVF_KIND_NONE, OVF_KIND_NOT_TENSOR, or a
+  // tensor kind with OVF_FLAG_NO_DATA (a tensor whose memory cannot be read here).
+  void add_value(ovf_record_kind what, uint32_t label_id, uint32_t flags = 0);
+  bool full() const { return records_.size() > kMaxLinesPerFrame; }
+  bool is_root() const { return is_root_; }
+  std::vector<ovf_record>& records() { return records_; }
+
+ private:
+  ovf_record& add_line();
+  std::vector<ovf_record> records_;
+  bool is_root_ = false;
+};
+
+enum class Action {
+  kNone,
+  kRaise,  // raise the error in `message` (NonFiniteError: a ValueError)
+  kAbort,  // flush output, then abort(): the kernel writes a core with the ring in it
+  kWait,   // wait until a debugger releases the process (control.wait_released)
+};
+
+// What the caller must do after a frame: print `text` (it is exactly what the
+// reference prints at that moment), then act.
+struct Outcome {
+  std::string text;
+  Action action = Action::kNone;
+  std::string message;
+  uint32_t events = 0;  // enum ovf_stop_bits that fired
+};
+
+struct SessionOptions {
+  uint32_t max_frames_to_save = 21;
+  std::vector<int64_t> trace_batch_nums;
+  int64_t abort_after_batch_num = -1;
+  ovf_on_event on_event = OVF_ON_EVENT_RAISE;
+};
+
+class Monitor {
+ public:
+  static Monitor& instance();
+
+  // Starts counting batches from 0 with fresh reference state; writes the
+  // options into the control block (a debugger may change them later).
+  // Returns "" or why the options were refused.
+  std::string start_session(const SessionOptions& options);
+  void stop_session();
+  bool active() const { return active_; }
+
+  // Appends the frame to the ring, advances the batch counter after the root
+  // module's frame, evaluates the control block and returns what to do.
+  Outcome finish_frame(FrameBuilder& frame);
+
+  // detect_overflow(var, ctx): records a CHECKPOINT line, prints the reference's
+  // "ctx has nans" / "ctx has infs" lines, and returns whether either was found.
+  bool checkpoint(const Stats& stats, ovf_dtype dtype, DeviceId device, const std::string& ctx,
+                  std::string* text);
+
+  // Whether the control block's module glob matches this interned module path.
+  bool module_matches(uint32_t module_name_id);
+
+ private:
+  Outcome event_outcome(uint32_t events, uint64_t frame_seq, uint64_t frame_end);
+  std::string report_text(uint64_t frame_end);
+  bool in_trace_batch(uint64_t batch) const;
+
+  bool active_ = false;
+  uint64_t total_calls_ = 0;
+  uint64_t report_floor_ = 0;      // frames before this seq were reported or reset
+  uint64_t last_frame_end_ = 0;    // seq after the previous frame's last line
+  uint32_t pending_detection_ = 0; // the reference's sticky detected_overflow (NAN/INF bits)
+  bool warned_ = false;
+  uint64_t frames_this_batch_ = 0;
+  std::vector<std::pair<uint32_t, bool>> glob_cache_;  // by name id: (generation + 1, matches)
+};
+
+// Event outcome helpers shared by every driver.
+std::string attach_instructions(int pid);
+std::string on_event_name(uint32_t on_event);
+
+}  // namespace ovf
+
+#endif  // OVF_MONITOR_H

@@ -1,0 +1,52 @@
+// The reference's text report (transformers.debug_utils), character for character.
+#ifndef OVF_REPORT_H
+#define OVF_REPORT_H
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ovf/ring.h"
+
+namespace ovf {
+
+// Python's format(x, "8.2e"): "nan" never "-nan", "inf", "-inf".
+std::string format_8_2e(double x);
+
+// The two values the reference prints for a tensor line: torch's abs().min()
+// and abs().max(), which propagate NaN and include infinities.
+struct ReferenceMinMax {
+  double min, max;
+};
+ReferenceMinMax reference_min_max(const ovf_record& line);
+
+// Control characters and backslashes as escapes, so a hostile module name cannot
+// drive the terminal. Printable text passes unchanged.
+std::string escape_text(std::string_view text);
+
+// One record as the reference prints it (a frame header, a tensor line, a batch
+// marker); the string table resolves ids.
+std::string format_record(const ovf_record& r);
+
+// The reference's column header line.
+extern const char* const kColumnHeader;  // "abs min  abs max  metadata"
+
+// Frames as the reference keeps them: each FRAME with its lines, and the batch
+// markers written since the previous frame, joined by "\n".
+std::string format_frames(const std::vector<const ovf_record*>& records);
+
+// The last `max_frames` frames with seq in [floor_seq, end_seq), walked back
+// through the ring, oldest first, in ring order; CHECKPOINT records are not
+// part of the reference's frames and are skipped. `frames_found` receives the count.
+std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq, uint32_t max_frames,
+                                           uint32_t* frames_found);
+
+// "\nDetected inf/nan during batch_number=N\nLast K forward frames:\n..." exactly
+// as DebugUnderflowOverflow.dump_saved_frames prints it.
+std::string format_detection_report(uint64_t batch_number, uint64_t floor_seq, uint64_t end_seq,
+                                    uint32_t max_frames);
+
+}  // namespace ovf
+
+#endif  // OVF_REPORT_H

@@ -1,0 +1,256 @@
+// The one contract between the runtime and every reader (gdb, lldb, core files,
+// python3 -m ovf.postmortem): the state behind the exported symbol `ovf_state`.
+//
+// A reader finds `ovf_state` by its dynamic symbol (no debug info needed), reads
+// the fixed header, checks magic / version / sizes, then follows the two
+// addresses it holds (records, names) with plain memory reads. Nothing here is
+// ever computed by calling into the inferior. docs/ring-layout.md describes the
+// same bytes for humans; plugin/ovf_plugin/layout.py decodes them and a test
+// compiles this header and checks the decoder agrees field by field.
+//
+// Rules for changing this file: never move a field; add fields only into
+// reserved space; bump OVF_LAYOUT_VERSION when a reader would misread.
+#ifndef OVF_RING_H
+#define OVF_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// "OVF-RING" read as a little-endian u64. Written at start-up, not stored in
+// .rodata as a string, so a memory scan for it finds the live state first.
+#define OVF_MAGIC 0x474e49522d46564fULL
+#define OVF_LAYOUT_VERSION 1u
+#define OVF_HEADER_SIZE 1024u
+#define OVF_RECORD_SIZE 128u
+#define OVF_CONTROL_OFFSET 256u
+#define OVF_CONTROL_SIZE 640u
+#define OVF_NO_SEQ UINT64_MAX  // "none" for sequence-valued fields
+#define OVF_GLOB_SIZE 256u
+#define OVF_MAX_TRACE_BATCHES 32u
+
+// What a record is. A frame is one FRAME record followed by its lines
+// (WEIGHT, INPUT, OUTPUT, ...) that carry the FRAME's seq in `frame_seq`.
+enum ovf_record_kind {
+  OVF_KIND_EMPTY = 0,       // slot never written
+  OVF_KIND_FRAME = 1,       // module forward: name_id = module path, label_id = class
+  OVF_KIND_WEIGHT = 2,      // a parameter of the frame's module: label_id = its name
+  OVF_KIND_INPUT = 3,       // label_id = "input[0]", "input[\"mask\"]", ...
+  OVF_KIND_OUTPUT = 4,      // label_id = "output", "output[1][0]", "output[\"logits\"]"
+  OVF_KIND_GRAD = 5,        // gradient lines (backward frames)
+  OVF_KIND_OP_OUTPUT = 6,   // output of an ATen op (op observer)
+  OVF_KIND_CHECKPOINT = 7,  // detect_overflow(var, ctx): name_id = ctx
+  OVF_KIND_BATCH_START = 8, // "*** Starting batch number=N ***": batch = N
+  OVF_KIND_NONE = 9,        // a None value at label_id
+  OVF_KIND_NOT_TENSOR = 10, // a non-tensor value at label_id
+};
+
+// Tensor element types as the runtime sees them (independent of torch's enum).
+enum ovf_dtype {
+  OVF_DTYPE_UNKNOWN = 0,
+  OVF_DTYPE_FLOAT64 = 1,
+  OVF_DTYPE_FLOAT32 = 2,
+  OVF_DTYPE_FLOAT16 = 3,
+  OVF_DTYPE_BFLOAT16 = 4,
+  OVF_DTYPE_COMPLEX64 = 5,
+  OVF_DTYPE_COMPLEX128 = 6,
+  OVF_DTYPE_INT64 = 7,
+  OVF_DTYPE_INT32 = 8,
+  OVF_DTYPE_INT16 = 9,
+  OVF_DTYPE_INT8 = 10,
+  OVF_DTYPE_UINT8 = 11,
+  OVF_DTYPE_BOOL = 12,
+  OVF_DTYPE_FLOAT8_E4M3 = 13,
+  OVF_DTYPE_FLOAT8_E5M2 = 14,
+};
+
+enum ovf_record_flags {
+  OVF_FLAG_HAS_STATS = 1u << 0,   // the stats fields are meaningful
+  OVF_FLAG_NONFINITE = 1u << 1,   // nan + pos_inf + neg_inf > 0 (lines); any line (frames)
+  OVF_FLAG_EMPTY = 1u << 2,       // a tensor with zero elements
+  OVF_FLAG_NO_DATA = 1u << 3,     // a tensor whose data cannot be read here (meta, sparse, ...)
+  OVF_FLAG_TRUNCATED = 1u << 4,   // frame: more values than the per-frame line cap
+  OVF_FLAG_ROOT = 1u << 5,        // frame: the watched model's top-level forward
+  OVF_FLAG_TRACED = 1u << 6,      // frame: in a batch listed in trace_batches
+  OVF_FLAG_WEIGHT_CACHED = 1u << 7,  // weight line: stats reused (version counter unchanged)
+};
+
+// One record: a frame header or one tensor line. `seq` is written last (release)
+// after the slot was first marked OVF_NO_SEQ, so a reader that finds a seq other
+// than the one the slot should hold knows the slot is torn or overwritten.
+typedef struct ovf_record {
+  uint64_t seq;            // 0   this record's sequence number
+  uint64_t frame_seq;      // 8   seq of the FRAME record this line belongs to
+  uint64_t batch;          // 16  batch number in which the record was written
+  uint64_t timestamp_ns;   // 24  CLOCK_REALTIME, to order events across ranks
+  uint32_t name_id;        // 32  FRAME: module path; CHECKPOINT: ctx (string table)
+  uint32_t label_id;       // 36  FRAME: class name; lines: "weight", "input[0]", ...
+  uint8_t kind;            // 40  enum ovf_record_kind
+  uint8_t dtype;           // 41  enum ovf_dtype
+  uint8_t device_type;     // 42  0 cpu, 1 cuda, 255 other
+  int8_t device_index;     // 43  -1 when not applicable
+  uint32_t flags;          // 44  enum ovf_record_flags
+  uint64_t numel;          // 48
+  uint64_t nan_count;      // 56
+  uint64_t pos_inf_count;  // 64
+  uint64_t neg_inf_count;  // 72
+  uint64_t zero_count;     // 80
+  double abs_min;          // 88  min |x| over finite x (+inf when none finite)
+  double abs_max;          // 96  max |x| over finite x (0 when none finite)
+  double abs_min_nonzero;  // 104 min |x| over finite non-zero x (+inf when none)
+  uint64_t subnormal_count;  // 112 finite non-zero |x| below the dtype's smallest normal
+  uint64_t reserved;       // 120
+} ovf_record;
+
+// The part of the state a debugger may write (and only this part). The runtime
+// reads it at every hook; a debugger writes the fields, then bumps `generation`
+// so cached decisions (the module filter) are recomputed.
+enum ovf_stop_bits {
+  OVF_STOP_NAN = 1u << 0,          // a NaN in any line of a frame
+  OVF_STOP_INF = 1u << 1,          // an Inf in any line of a frame
+  OVF_STOP_ABOVE = 1u << 2,        // a line's abs_max > above
+  OVF_STOP_BELOW = 1u << 3,        // a line's non-zero abs min < below
+  OVF_STOP_TRACED = 1u << 4,       // every frame of a traced batch
+  OVF_STOP_ABORT_AFTER = 1u << 5,  // batch counter passed abort_after_batch
+};
+
+// What the runtime does after it called the stop hook for an event.
+enum ovf_on_event {
+  OVF_ON_EVENT_RAISE = 0,     // the reference's behaviour: report, raise ValueError
+  OVF_ON_EVENT_WARN = 1,      // report once, keep training
+  OVF_ON_EVENT_ABORT = 2,     // report, then abort() so the kernel writes a core
+  OVF_ON_EVENT_WAIT = 3,      // report, print attach commands, wait for a debugger
+  OVF_ON_EVENT_CONTINUE = 4,  // a debugger handles events: just call the stop hook
+};
+
+typedef struct ovf_control {
+  uint32_t generation;           // +0   bumped by the writer after a change
+  uint32_t enabled;              // +4   0: hooks return at once
+  uint32_t stop_mask;            // +8   enum ovf_stop_bits
+  uint32_t on_event;             // +12  enum ovf_on_event
+  double above;                  // +16  OVF_STOP_ABOVE threshold
+  double below;                  // +24  OVF_STOP_BELOW threshold
+  int64_t after_batch;           // +32  events only in batches >= this
+  int64_t abort_after_batch;     // +40  -1: off
+  uint32_t trace_count;          // +48  entries used in trace_batches
+  uint32_t wait_released;        // +52  WAIT mode: a debugger sets 1 to let the run go on
+  int64_t trace_batches[OVF_MAX_TRACE_BATCHES];  // +56
+  char module_glob[OVF_GLOB_SIZE];               // +312 fnmatch pattern on the module path; "" = all
+  uint8_t reserved[OVF_CONTROL_SIZE - 568];      // room to grow
+} ovf_control;
+
+// The exported state. Addresses are absolute in the process that wrote them.
+typedef struct ovf_state_t {
+  uint64_t magic;                 // 0    OVF_MAGIC once initialised
+  uint32_t layout_version;        // 8
+  uint32_t header_size;           // 12   OVF_HEADER_SIZE
+  uint32_t record_size;           // 16   OVF_RECORD_SIZE
+  uint32_t record_capacity;       // 20   a power of two
+  uint64_t records_addr;          // 24   ovf_record[record_capacity]
+  uint64_t write_seq;             // 32   records reserved so far (next seq)
+  uint64_t batch;                 // 40   the batch counter (the reference's batch_number)
+  uint64_t first_nonfinite_seq;   // 48   first line ever seen with NaN/Inf, or OVF_NO_SEQ
+  uint64_t last_event_seq;        // 56   FRAME seq of the latest stop event, or OVF_NO_SEQ
+  uint64_t names_index_addr;      // 64   uint32 pairs {offset, length} into the arena
+  uint64_t names_arena_addr;      // 72   bytes
+  uint32_t names_capacity;        // 80   entries in the index
+  uint32_t names_count;           // 84   entries written (an entry is complete before it counts)
+  uint32_t names_arena_size;      // 88
+  uint32_t names_arena_used;      // 92
+  int32_t pid;                    // 96
+  int32_t rank;                   // 100  RANK, -1 when not distributed
+  int32_t local_rank;             // 104  LOCAL_RANK, -1
+  int32_t world_size;             // 108  WORLD_SIZE, 1
+  int32_t device_index;           // 112  -1: cpu
+  uint32_t runtime_version;       // 116  major << 16 | minor << 8 | patch
+  uint32_t detection_state;       // 120  0 off, 1 watching, 2 non-finite seen
+  uint32_t max_frames_to_save;    // 124  the report's frame count
+  uint32_t last_event_kind;       // 128  enum ovf_stop_bits of the latest event
+  uint32_t frames_per_batch_hint; // 132  frames the last complete batch had
+  uint64_t frames_written;        // 136  FRAME records so far
+  uint64_t start_time_ns;         // 144  CLOCK_REALTIME at initialisation
+  uint8_t reserved0[OVF_CONTROL_OFFSET - 152];
+  ovf_control control;            // 256
+  uint8_t reserved1[OVF_HEADER_SIZE - OVF_CONTROL_OFFSET - OVF_CONTROL_SIZE];
+} ovf_state_t;
+
+// The symbol readers look for.
+extern ovf_state_t ovf_state;
+
+// The stop hook. The runtime calls it for every event the control block asks
+// for; debuggers put their breakpoint here. `record` is the FRAME (or line)
+// that caused the event, `event` one bit of enum ovf_stop_bits.
+void ovf_stop_event(const ovf_record* record, uint32_t event);
+
+#ifdef __cplusplus
+}  // extern "C"
+
+static_assert(sizeof(ovf_record) == OVF_RECORD_SIZE, "record size is part of the layout");
+static_assert(offsetof(ovf_record, frame_seq) == 8, "layout");
+static_assert(offsetof(ovf_record, batch) == 16, "layout");
+static_assert(offsetof(ovf_record, timestamp_ns) == 24, "layout");
+static_assert(offsetof(ovf_record, name_id) == 32, "layout");
+static_assert(offsetof(ovf_record, label_id) == 36, "layout");
+static_assert(offsetof(ovf_record, kind) == 40, "layout");
+static_assert(offsetof(ovf_record, dtype) == 41, "layout");
+static_assert(offsetof(ovf_record, device_type) == 42, "layout");
+static_assert(offsetof(ovf_record, device_index) == 43, "layout");
+static_assert(offsetof(ovf_record, flags) == 44, "layout");
+static_assert(offsetof(ovf_record, numel) == 48, "layout");
+static_assert(offsetof(ovf_record, nan_count) == 56, "layout");
+static_assert(offsetof(ovf_record, pos_inf_count) == 64, "layout");
+static_assert(offsetof(ovf_record, neg_inf_count) == 72, "layout");
+static_assert(offsetof(ovf_record, zero_count) == 80, "layout");
+static_assert(offsetof(ovf_record, abs_min) == 88, "layout");
+static_assert(offsetof(ovf_record, abs_max) == 96, "layout");
+static_assert(offsetof(ovf_record, abs_min_nonzero) == 104, "layout");
+static_assert(offsetof(ovf_record, subnormal_count) == 112, "layout");
+
+static_assert(sizeof(ovf_control) == OVF_CONTROL_SIZE, "control block size is part of the layout");
+static_assert(offsetof(ovf_control, enabled) == 4, "layout");
+static_assert(offsetof(ovf_control, stop_mask) == 8, "layout");
+static_assert(offsetof(ovf_control, on_event) == 12, "layout");
+static_assert(offsetof(ovf_control, above) == 16, "layout");
+static_assert(offsetof(ovf_control, below) == 24, "layout");
+static_assert(offsetof(ovf_control, after_batch) == 32, "layout");
+static_assert(offsetof(ovf_control, abort_after_batch) == 40, "layout");
+static_assert(offsetof(ovf_control, trace_count) == 48, "layout");
+static_assert(offsetof(ovf_control, wait_released) == 52, "layout");
+static_assert(offsetof(ovf_control, trace_batches) == 56, "layout");
+static_assert(offsetof(ovf_control, module_glob) == 312, "layout");
+
+static_assert(sizeof(ovf_state_t) == OVF_HEADER_SIZE, "header size is part of the layout");
+static_assert(offsetof(ovf_state_t, layout_version) == 8, "layout");
+static_assert(offsetof(ovf_state_t, header_size) == 12, "layout");
+static_assert(offsetof(ovf_state_t, record_size) == 16, "layout");
+static_assert(offsetof(ovf_state_t, record_capacity) == 20, "layout");
+static_assert(offsetof(ovf_state_t, records_addr) == 24, "layout");
+static_assert(offsetof(ovf_state_t, write_seq) == 32, "layout");
+static_assert(offsetof(ovf_state_t, batch) == 40, "layout");
+static_assert(offsetof(ovf_state_t, first_nonfinite_seq) == 48, "layout");
+static_assert(offsetof(ovf_state_t, last_event_seq) == 56, "layout");
+static_assert(offsetof(ovf_state_t, names_index_addr) == 64, "layout");
+static_assert(offsetof(ovf_state_t, names_arena_addr) == 72, "layout");
+static_assert(offsetof(ovf_state_t, names_capacity) == 80, "layout");
+static_assert(offsetof(ovf_state_t, names_count) == 84, "layout");
+static_assert(offsetof(ovf_state_t, names_arena_size) == 88, "layout");
+static_assert(offsetof(ovf_state_t, names_arena_used) == 92, "layout");
+static_assert(offsetof(ovf_state_t, pid) == 96, "layout");
+static_assert(offsetof(ovf_state_t, rank) == 100, "layout");
+static_assert(offsetof(ovf_state_t, local_rank) == 104, "layout");
+static_assert(offsetof(ovf_state_t, world_size) == 108, "layout");
+static_assert(offsetof(ovf_state_t, device_index) == 112, "layout");
+static_assert(offsetof(ovf_state_t, runtime_version) == 116, "layout");
+static_assert(offsetof(ovf_state_t, detection_state) == 120, "layout");
+static_assert(offsetof(ovf_state_t, max_frames_to_save) == 124, "layout");
+static_assert(offsetof(ovf_state_t, last_event_kind) == 128, "layout");
+static_assert(offsetof(ovf_state_t, frames_per_batch_hint) == 132, "layout");
+static_assert(offsetof(ovf_state_t, frames_written) == 136, "layout");
+static_assert(offsetof(ovf_state_t, start_time_ns) == 144, "layout");
+static_assert(offsetof(ovf_state_t, control) == OVF_CONTROL_OFFSET, "layout");
+#endif
+
+#endif  // OVF_RING_H

@@ -1,0 +1,50 @@
+// Writing side of the ring: initialisation, record appends, interned strings.
+#ifndef OVF_RING_WRITER_H
+#define OVF_RING_WRITER_H
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "ovf/ring.h"
+
+namespace ovf {
+
+constexpr uint32_t kDefaultRecordCapacity = 1u << 16;
+constexpr uint32_t kDefaultNamesCapacity = 1u << 15;
+constexpr uint32_t kDefaultNamesArenaBytes = 2u << 20;
+constexpr uint32_t kNameTableFull = 0;  // id returned once the string table is full
+
+struct RingConfig {
+  uint32_t record_capacity = kDefaultRecordCapacity;  // rounded up to a power of two
+  uint32_t names_capacity = kDefaultNamesCapacity;
+  uint32_t names_arena_bytes = kDefaultNamesArenaBytes;
+};
+
+// Allocates the ring as configured (OVF_RING_CAPACITY overrides the record
+// capacity) and fills the header. Done at library load; calling it again with a
+// different capacity works only while no record has been written.
+// Returns an empty string on success, else why it was refused.
+std::string ring_configure(const RingConfig& config);
+
+// The id of `text` in the string table, adding it once. Thread-safe.
+uint32_t intern(std::string_view text);
+
+// The text of an interned id ("" for an unknown id).
+std::string_view interned(uint32_t id);
+
+// Appends `count` records as one contiguous run of sequence numbers and returns
+// the first. Each record's seq is filled in; frame_seq fields equal to
+// OVF_NO_SEQ are set to the run's first seq (the frame record). Thread-safe.
+uint64_t append_records(ovf_record* records, uint32_t count);
+
+// The slot a sequence number lives in, or nullptr when it was overwritten or
+// not yet written.
+const ovf_record* find_record(uint64_t seq);
+
+// Nanoseconds of CLOCK_REALTIME.
+uint64_t now_ns();
+
+}  // namespace ovf
+
+#endif  // OVF_RING_WRITER_H

@@ -1,0 +1,57 @@
+// One-pass tensor statistics: what a frame line reports about one tensor.
+#ifndef OVF_STATS_H
+#define OVF_STATS_H
+
+#include <cstdint>
+
+#include "ovf/ring.h"
+
+namespace ovf {
+
+// A read-only view of a tensor's memory, independent of torch. Strides are in
+// elements; every element the sizes address must be readable.
+struct TensorView {
+  const void* data = nullptr;
+  ovf_dtype dtype = OVF_DTYPE_UNKNOWN;
+  int ndim = 0;
+  const int64_t* sizes = nullptr;
+  const int64_t* strides = nullptr;
+  bool negated = false;  // torch's lazy negative bit: swap the signs of infinities
+};
+
+// abs_min / abs_max / abs_min_nonzero cover finite elements only; the counts say
+// what else there was. For integer and bool tensors the same fields hold the
+// magnitudes (no NaN/Inf can occur); complex tensors use |z|.
+struct Stats {
+  uint64_t numel = 0;
+  uint64_t nan_count = 0;
+  uint64_t pos_inf_count = 0;
+  uint64_t neg_inf_count = 0;
+  uint64_t zero_count = 0;
+  uint64_t subnormal_count = 0;
+  double abs_min = 0;  // +inf when no finite element
+  double abs_max = 0;  // 0 when no finite element
+  double abs_min_nonzero = 0;  // +inf when no finite non-zero element
+  bool has_stats = false;  // false for dtypes the engine cannot read
+
+  bool nonfinite() const { return nan_count + pos_inf_count + neg_inf_count > 0; }
+  uint64_t finite_count() const { return numel - nan_count - pos_inf_count - neg_inf_count; }
+};
+
+// Bytes per element, 0 for OVF_DTYPE_UNKNOWN.
+int dtype_size(ovf_dtype dtype);
+const char* dtype_name(ovf_dtype dtype);
+
+// Reads every element once, allocates nothing. Returns has_stats = false for an
+// unknown dtype; an empty tensor gives numel = 0 with has_stats = true.
+Stats compute_stats_cpu(const TensorView& view);
+
+// The same over a contiguous buffer of n elements (what benchmarks and tests call).
+Stats compute_stats_contiguous(const void* data, ovf_dtype dtype, uint64_t n);
+
+// Decodes one element to double (tests and the reference implementation).
+double element_to_double(const void* element, ovf_dtype dtype);
+
+}  // namespace ovf
+
+#endif  // OVF_STATS_H

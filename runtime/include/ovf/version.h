@@ -1,0 +1,7 @@
+#ifndef OVF_VERSION_H
+#define OVF_VERSION_H
+#define OVF_VERSION_MAJOR 0
+#define OVF_VERSION_MINOR 1
+#define OVF_VERSION_PATCH 0
+#define OVF_VERSION_STRING "0.1.0"
+#endif

@@ -1,0 +1,62 @@
+"""python3 -m ovf [options] script.py [args...]: run an unmodified script with ovf on."""
+
+import argparse
+import os
+import runpy
+import sys
+
+from . import _options
+
+
+def _parser():
+    p = argparse.ArgumentParser(
+        prog="python3 -m ovf",
+        description="Run a PyTorch script with inf/nan detection in every module forward, "
+        "without changing it. The report is DebugUnderflowOverflow's.")
+    p.add_argument("--on-nan", choices=_options.ON_EVENT_CHOICES, default="raise",
+                   help="what the first inf/nan does: raise (default), warn (report once, go on), "
+                   "abort (report, then dump core), wait (report, wait for gdb/lldb to attach)")
+    p.add_argument("--max-frames", type=int, default=21, metavar="N", help="frames in the report (21)")
+    p.add_argument("--trace-batches", default="", metavar="LIST",
+                   help="comma-separated batch numbers to trace frame by frame (0-indexed)")
+    p.add_argument("--abort-after", type=int, default=None, metavar="N", help="stop after batch N")
+    p.add_argument("--module", default="", metavar="GLOB", help="only modules whose path matches")
+    p.add_argument("--after-batch", type=int, default=0, metavar="N", help="ignore batches before N")
+    p.add_argument("--ring-capacity", type=int, default=None, metavar="N", help="records kept (65536)")
+    p.add_argument("script", help="the training script")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
+    return p
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    env = {
+        "OVF_ON_NAN": args.on_nan,
+        "OVF_MAX_FRAMES": str(args.max_frames),
+        "OVF_TRACE_BATCHES": args.trace_batches,
+        "OVF_ABORT_AFTER": "" if args.abort_after is None else str(args.abort_after),
+        "OVF_MODULE": args.module,
+        "OVF_AFTER_BATCH": str(args.after_batch),
+    }
+    if args.ring_capacity is not None:
+        env["OVF_RING_CAPACITY"] = str(args.ring_capacity)
+    try:
+        _options.from_environment(env)
+    except _options.OptionError as e:
+        print(e, file=sys.stderr)
+        return 2
+    if not os.path.isfile(args.script):
+        print(f"ovf: cannot open script {args.script!r}: no such file", file=sys.stderr)
+        return 2
+    os.environ.update(env)
+    from . import _auto
+
+    _auto.enable_from_environment()
+    sys.argv = [args.script] + args.args
+    sys.path[0] = os.path.dirname(os.path.abspath(args.script))
+    runpy.run_path(args.script, run_name="__main__")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""Auto mode: watch every model a script runs, without a code change.
+
+Global hooks see every module call. The first call of a module ovf has not
+named makes it a root: it and its submodules are named from it, as
+``model.named_modules()`` would. The largest root is the model whose forward
+ends a batch (a loss module called beside it is a root too, but a small one).
+"""
+
+import torch
+
+from . import _hooks, _options, _ovf
+
+_root_sizes = {}  # root module -> number of modules under it
+_batch_root = None
+_enabled = False
+
+
+def discover(module):
+    """Names `module` and its submodules; called by the C++ pre-hook on first sight."""
+    global _batch_root
+    named = list(module.named_modules())
+    becomes_batch_root = _batch_root is None or len(named) > _root_sizes.get(_batch_root, 0)
+    for name, sub in named:
+        # a larger root renames what a smaller one named first
+        if becomes_batch_root or not _ovf.is_watched(sub):
+            _ovf.watch_module(sub, name, sub is module and becomes_batch_root)
+    _root_sizes[module] = len(named)
+    if becomes_batch_root:
+        _batch_root = module
+
+
+def _register_global_forward_hook():
+    register = torch.nn.modules.module.register_module_forward_hook
+    if _hooks.HOOKS_TAKE_KWARGS:
+        try:
+            return register(_ovf.forward_hook_with_kwargs, with_kwargs=True)
+        except TypeError:  # a torch whose global hooks take no with_kwargs
+            pass
+    _hooks.install_kwargs_shim(force=True)
+    return register(_ovf.forward_hook)
+
+
+def enable(on_nan="raise", max_frames_to_save=21, trace_batch_nums=(), abort_after_batch_num=None,
+           module="", after_batch=0, above=None, below=None, ring_capacity=None):
+    """Turns detection on for every model this process runs. Idempotent."""
+    global _enabled
+    on_event = _options.on_event_code(on_nan)
+    frames = _options.max_frames(max_frames_to_save)
+    trace = _options.batch_list(trace_batch_nums)
+    abort_after = _options.optional_batch(abort_after_batch_num)
+    if ring_capacity is not None:
+        _ovf.configure_ring(int(ring_capacity))
+    if not _enabled:
+        torch.nn.modules.module.register_module_forward_pre_hook(_ovf.discover_pre_hook)
+        _register_global_forward_hook()
+        _enabled = True
+    _ovf.start_session(frames, trace, abort_after, on_event)
+    stop_mask = _ovf.STOP_NAN | _ovf.STOP_INF
+    control = {"module_glob": module, "after_batch": int(after_batch)}
+    if above is not None:
+        stop_mask |= _ovf.STOP_ABOVE
+        control["above"] = float(above)
+    if below is not None:
+        stop_mask |= _ovf.STOP_BELOW
+        control["below"] = float(below)
+    _ovf.set_control(stop_mask=stop_mask, **control)
+    if on_nan == "abort" and not _ovf.enable_core_dumps():
+        print("ovf: core dumps are disabled by the hard limit (ulimit -H -c); on_nan=abort will "
+              "abort without a core file", file=__import__("sys").stderr)
+
+
+def enable_from_environment():
+    """enable() with the options of the OVF_* environment variables."""
+    import os
+
+    opts = _options.from_environment()
+    capacity = os.environ.get("OVF_RING_CAPACITY")
+    enable(on_nan=opts["on_nan"], max_frames_to_save=opts["max_frames_to_save"],
+           trace_batch_nums=opts["trace_batch_nums"], abort_after_batch_num=opts["abort_after_batch_num"],
+           module=opts["module"], after_batch=opts["after_batch"], above=opts["above"], below=opts["below"],
+           ring_capacity=int(capacity) if capacity else None)

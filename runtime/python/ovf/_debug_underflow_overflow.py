@@ -1,0 +1,81 @@
+"""``ovf.DebugUnderflowOverflow``: transformers.debug_utils' class over ovf's runtime.
+
+Same arguments, same printed report, same exception type (a ValueError), so a
+training script switches by changing one import. The frames live in the ring
+in native memory, where a debugger or a core file can read them too.
+"""
+
+import torch
+
+from . import _hooks, _options, _ovf
+
+_active = None  # the one watching instance: the ring and batch counter are per process
+
+
+class DebugUnderflowOverflow:
+    """Detects the first inf/nan in a model's weights, inputs or outputs.
+
+    Args:
+        model: the ``torch.nn.Module`` to watch (every submodule is hooked).
+        max_frames_to_save: how many frames the report shows (default 21).
+        trace_batch_nums: batches (0-indexed) whose every frame is printed; detection
+            is off inside them, as in the reference.
+        abort_after_batch_num: raise ValueError once this batch has finished.
+        on_nan: what the first inf/nan does without a debugger: "raise" (default,
+            the reference), "warn" (report once, go on), "abort" (report, then abort
+            so the kernel writes a core file), "wait" (report, print attach commands,
+            wait for a debugger), "continue" (only record; for debuggers).
+    """
+
+    def __init__(self, model, max_frames_to_save=21, trace_batch_nums=[], abort_after_batch_num=None,  # noqa: B006
+                 *, on_nan="raise"):
+        global _active
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"ovf.DebugUnderflowOverflow: model must be a torch.nn.Module; "
+                            f"got {type(model).__name__}")
+        self.model = model
+        self.max_frames_to_save = _options.max_frames(max_frames_to_save)
+        self.trace_batch_nums = _options.batch_list(trace_batch_nums)
+        self.abort_after_batch_num = abort_after_batch_num
+        abort_after = _options.optional_batch(abort_after_batch_num)
+        on_event = _options.on_event_code(on_nan)
+        if _active is not None:
+            _active.remove()
+        # for shared modules only the first name is kept, as in the reference
+        self.module_names = {}
+        for name, module in model.named_modules():
+            self.module_names.setdefault(module, name)
+        _ovf.clear_modules()
+        for module, name in self.module_names.items():
+            _ovf.watch_module(module, name, module is model)
+        self._handles = [_hooks.register_forward_hook(m) for m in self.module_names]
+        _ovf.start_session(self.max_frames_to_save, self.trace_batch_nums, abort_after, on_event)
+        _active = self
+
+    @property
+    def batch_number(self):
+        """Batches completed so far (the reference's counter)."""
+        return _ovf.batch()
+
+    def remove(self):
+        """Removes the hooks; the ring keeps what it recorded."""
+        global _active
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        if _active is self:
+            _ovf.stop_session()
+            _ovf.clear_modules()
+            _active = None
+
+
+def detect_overflow(var, ctx):
+    """Reports whether ``var`` holds nan or inf, printing "<ctx> has nans/infs".
+
+    The reference's helper; ovf also records the values in the ring (so a
+    debugger lists them) and a debugger's ``ovf break-on-nan`` stops here.
+    Returns True if inf or nan was found.
+    """
+    if not torch.is_tensor(var):
+        raise TypeError(f"ovf.detect_overflow: var must be a torch.Tensor; got {type(var).__name__}")
+    return _ovf.detect_overflow(var, str(ctx))

@@ -1,0 +1,64 @@
+"""Hook plumbing shared by the explicit API and auto mode.
+
+torch >= 2.0 hands keyword arguments to forward hooks registered with
+``with_kwargs=True``. torch 1.13 does not, so ovf wraps ``nn.Module.__call__``
+with a shim that records ``(module, kwargs)`` on a stack the C++ hook reads.
+"""
+
+import torch
+
+from . import _ovf
+
+
+class NonFiniteError(ValueError):
+    """Raised at the first inf/nan, like DebugUnderflowOverflow's ValueError."""
+
+
+def _torch_version():
+    parts = []
+    for piece in torch.__version__.split("+")[0].split(".")[:2]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+HOOKS_TAKE_KWARGS = _torch_version() >= (2, 0)
+
+_kwargs_stack = []
+_original_call = None
+
+
+def _discover(module):
+    from . import _auto  # auto mode names modules it meets; imported only when used
+
+    _auto.discover(module)
+
+
+_ovf.set_callbacks(_kwargs_stack, _discover, NonFiniteError)
+
+
+def _call_with_kwargs(self, *args, **kwargs):
+    if not kwargs:
+        return _original_call(self, *args)
+    _kwargs_stack.append((self, kwargs))
+    try:
+        return _original_call(self, *args, **kwargs)
+    finally:
+        _kwargs_stack.pop()
+
+
+def install_kwargs_shim(force=False):
+    """Lets hooks without kwargs (torch < 2.0) see keyword arguments. Idempotent."""
+    global _original_call
+    if (HOOKS_TAKE_KWARGS and not force) or _original_call is not None:
+        return
+    _original_call = torch.nn.Module.__call__
+    torch.nn.Module.__call__ = _call_with_kwargs
+
+
+def register_forward_hook(module):
+    """Registers ovf's C++ forward hook on one module; returns the handle."""
+    if HOOKS_TAKE_KWARGS:
+        return module.register_forward_hook(_ovf.forward_hook_with_kwargs, with_kwargs=True)
+    install_kwargs_shim()
+    return module.register_forward_hook(_ovf.forward_hook)

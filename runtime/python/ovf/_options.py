@@ -1,0 +1,87 @@
+"""Validation of ovf's options, shared by the Python API, ``python3 -m ovf`` and
+the OVF_* environment variables. Every error is one line saying what to do."""
+
+import os
+
+from . import _ovf
+
+ON_EVENT_CHOICES = ("raise", "warn", "abort", "wait", "continue")
+
+
+class OptionError(ValueError):
+    """A bad option value; the message names the option and what it accepts."""
+
+
+def on_event_code(value, where="on_nan"):
+    if value not in ON_EVENT_CHOICES:
+        raise OptionError(f"ovf: {where} must be one of {', '.join(ON_EVENT_CHOICES)}; got {value!r}")
+    return _ovf.ON_EVENT[value]
+
+
+def max_frames(value, where="max_frames_to_save"):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise OptionError(f"ovf: {where} must be an integer >= 1; got {value!r}")
+    return value
+
+
+def batch_list(value, where="trace_batch_nums"):
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise OptionError(f"ovf: {where} must be a list of batch numbers (ints >= 0); got {value!r}")
+    batches = list(value)
+    for b in batches:
+        if isinstance(b, bool) or not isinstance(b, int) or b < 0:
+            raise OptionError(f"ovf: {where} must hold batch numbers (ints >= 0); got {b!r}")
+    return batches
+
+
+def optional_batch(value, where="abort_after_batch_num"):
+    if value is None:
+        return -1
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise OptionError(f"ovf: {where} must be None or an integer >= 0; got {value!r}")
+    return value
+
+
+def _env_int(name, text):
+    try:
+        return int(text)
+    except ValueError:
+        raise OptionError(f"ovf: environment variable {name} must be an integer; got {text!r}") from None
+
+
+def _env_float(name, text):
+    try:
+        return float(text)
+    except ValueError:
+        raise OptionError(f"ovf: environment variable {name} must be a number; got {text!r}") from None
+
+
+def from_environment(environ=None):
+    """The options auto mode reads from OVF_* variables, validated."""
+    env = os.environ if environ is None else environ
+    opts = {
+        "on_nan": env.get("OVF_ON_NAN", "raise"),
+        "max_frames_to_save": _env_int("OVF_MAX_FRAMES", env.get("OVF_MAX_FRAMES", "21")),
+        "trace_batch_nums": [],
+        "abort_after_batch_num": None,
+        "module": env.get("OVF_MODULE", ""),
+        "after_batch": _env_int("OVF_AFTER_BATCH", env.get("OVF_AFTER_BATCH", "0")),
+        "above": None,
+        "below": None,
+    }
+    on_event_code(opts["on_nan"], "OVF_ON_NAN")
+    max_frames(opts["max_frames_to_save"], "OVF_MAX_FRAMES")
+    trace = env.get("OVF_TRACE_BATCHES", "").strip()
+    if trace:
+        opts["trace_batch_nums"] = batch_list(
+            [_env_int("OVF_TRACE_BATCHES", t) for t in trace.split(",") if t.strip()], "OVF_TRACE_BATCHES")
+    if env.get("OVF_ABORT_AFTER", "").strip():
+        opts["abort_after_batch_num"] = optional_batch(
+            _env_int("OVF_ABORT_AFTER", env["OVF_ABORT_AFTER"]), "OVF_ABORT_AFTER")
+    if env.get("OVF_ABOVE", "").strip():
+        opts["above"] = _env_float("OVF_ABOVE", env["OVF_ABOVE"])
+    if env.get("OVF_BELOW", "").strip():
+        opts["below"] = _env_float("OVF_BELOW", env["OVF_BELOW"])
+    return opts

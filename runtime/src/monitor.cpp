@@ -1,0 +1,391 @@
+// Frame building and the reference's detection semantics over the ring.
+#include "ovf/monitor.h"
+
+#include <fnmatch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ovf/report.h"
+#include "ovf/ring_writer.h"
+
+namespace ovf {
+namespace {
+
+ovf_record blank_record() {
+  ovf_record r;
+  std::memset(&r, 0, sizeof r);
+  r.frame_seq = OVF_NO_SEQ;
+  r.device_index = -1;
+  return r;
+}
+
+bool is_float_dtype(uint8_t dtype) {
+  switch (dtype) {
+    case OVF_DTYPE_FLOAT64: case OVF_DTYPE_FLOAT32: case OVF_DTYPE_FLOAT16: case OVF_DTYPE_BFLOAT16:
+    case OVF_DTYPE_COMPLEX64: case OVF_DTYPE_COMPLEX128: case OVF_DTYPE_FLOAT8_E4M3: case OVF_DTYPE_FLOAT8_E5M2:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The control block is written by a debugger behind the compiler's back.
+template <typename T>
+T read_control(const T& field) {
+  return *const_cast<const volatile T*>(&field);
+}
+
+void append_batch_marker(uint64_t batch) {
+  ovf_record marker = blank_record();
+  marker.kind = OVF_KIND_BATCH_START;
+  marker.batch = batch;
+  marker.timestamp_ns = now_ns();
+  append_records(&marker, 1);
+}
+
+constexpr const char* kOverflowMessage =
+    "DebugUnderflowOverflow: inf/nan detected, aborting as there is no point running further. "
+    "Please scroll up above this traceback to see the activation values prior to this event.";
+
+}  // namespace
+
+// ---------------------------------------------------------------- FrameBuilder
+
+void FrameBuilder::begin(uint32_t module_name_id, uint32_t class_name_id, bool is_root) {
+  records_.clear();
+  is_root_ = is_root;
+  ovf_record frame = blank_record();
+  frame.kind = OVF_KIND_FRAME;
+  frame.name_id = module_name_id;
+  frame.label_id = class_name_id;
+  frame.flags = is_root ? OVF_FLAG_ROOT : 0;
+  records_.push_back(frame);
+}
+
+ovf_record& FrameBuilder::add_line() {
+  records_.push_back(blank_record());
+  return records_.back();
+}
+
+void FrameBuilder::add_tensor(ovf_record_kind kind, uint32_t label_id, const TensorView& view, DeviceId device) {
+  if (full()) {
+    records_.front().flags |= OVF_FLAG_TRUNCATED;
+    return;
+  }
+  add_stats(kind, label_id, compute_stats_cpu(view), view.dtype, device);
+}
+
+void FrameBuilder::add_stats(ovf_record_kind kind, uint32_t label_id, const Stats& s, ovf_dtype dtype,
+                             DeviceId device, uint32_t extra_flags) {
+  if (full()) {
+    records_.front().flags |= OVF_FLAG_TRUNCATED;
+    return;
+  }
+  ovf_record& r = add_line();
+  r.kind = kind;
+  r.label_id = label_id;
+  r.dtype = dtype;
+  r.device_type = device.type;
+  r.device_index = device.index;
+  r.flags = extra_flags;
+  if (s.has_stats) {
+    r.flags |= OVF_FLAG_HAS_STATS;
+    if (s.numel == 0) r.flags |= OVF_FLAG_EMPTY;
+    if (s.nonfinite()) {
+      r.flags |= OVF_FLAG_NONFINITE;
+      records_.front().flags |= OVF_FLAG_NONFINITE;
+    }
+  }
+  r.numel = s.numel;
+  r.nan_count = s.nan_count;
+  r.pos_inf_count = s.pos_inf_count;
+  r.neg_inf_count = s.neg_inf_count;
+  r.zero_count = s.zero_count;
+  r.subnormal_count = s.subnormal_count;
+  r.abs_min = s.abs_min;
+  r.abs_max = s.abs_max;
+  r.abs_min_nonzero = s.abs_min_nonzero;
+}
+
+void FrameBuilder::add_value(ovf_record_kind what, uint32_t label_id, uint32_t flags) {
+  if (full()) {
+    records_.front().flags |= OVF_FLAG_TRUNCATED;
+    return;
+  }
+  ovf_record& r = add_line();
+  r.kind = what;
+  r.label_id = label_id;
+  r.flags = flags;
+}
+
+// ---------------------------------------------------------------- Monitor
+
+Monitor& Monitor::instance() {
+  static Monitor* monitor = new Monitor();  // never destroyed: hooks may run during exit
+  return *monitor;
+}
+
+std::string Monitor::start_session(const SessionOptions& o) {
+  if (o.max_frames_to_save == 0) return "max_frames_to_save must be at least 1";
+  if (o.trace_batch_nums.size() > OVF_MAX_TRACE_BATCHES) {
+    return "trace_batch_nums holds at most " + std::to_string(OVF_MAX_TRACE_BATCHES) + " batch numbers";
+  }
+  for (int64_t b : o.trace_batch_nums) {
+    if (b < 0) return "trace_batch_nums must hold batch numbers >= 0 (batches are 0-indexed)";
+  }
+  ovf_control& c = ovf_state.control;
+  c.trace_count = static_cast<uint32_t>(o.trace_batch_nums.size());
+  std::copy(o.trace_batch_nums.begin(), o.trace_batch_nums.end(), c.trace_batches);
+  c.abort_after_batch = o.abort_after_batch_num;
+  c.on_event = o.on_event;
+  c.enabled = 1;
+  c.generation++;
+  ovf_state.max_frames_to_save = o.max_frames_to_save;
+  ovf_state.batch = 0;
+  ovf_state.detection_state = 1;
+  total_calls_ = 0;
+  report_floor_ = last_frame_end_ = __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE);
+  pending_detection_ = 0;
+  warned_ = false;
+  frames_this_batch_ = 0;
+  active_ = true;
+  return "";
+}
+
+void Monitor::stop_session() {
+  active_ = false;
+  ovf_state.detection_state = ovf_state.first_nonfinite_seq == OVF_NO_SEQ ? 0 : 2;
+}
+
+bool Monitor::in_trace_batch(uint64_t batch) const {
+  const ovf_control& c = ovf_state.control;
+  const uint32_t n = std::min<uint32_t>(read_control(c.trace_count), OVF_MAX_TRACE_BATCHES);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (read_control(c.trace_batches[i]) == static_cast<int64_t>(batch)) return true;
+  }
+  return false;
+}
+
+bool Monitor::module_matches(uint32_t name_id) {
+  const ovf_control& c = ovf_state.control;
+  if (read_control(c.module_glob[0]) == '\0') return true;
+  const uint32_t generation = read_control(c.generation) + 1;
+  if (name_id >= glob_cache_.size()) glob_cache_.resize(name_id + 1, {0, false});
+  auto& entry = glob_cache_[name_id];
+  if (entry.first != generation) {
+    char pattern[OVF_GLOB_SIZE];
+    std::memcpy(pattern, const_cast<const char*>(c.module_glob), OVF_GLOB_SIZE);
+    pattern[OVF_GLOB_SIZE - 1] = '\0';
+    const std::string name(interned(name_id));
+    entry = {generation, fnmatch(pattern, name.c_str(), 0) == 0};
+  }
+  return entry.second;
+}
+
+std::string Monitor::report_text(uint64_t frame_end) {
+  return format_detection_report(ovf_state.batch, report_floor_, frame_end, ovf_state.max_frames_to_save);
+}
+
+Outcome Monitor::finish_frame(FrameBuilder& frame) {
+  Outcome out;
+  const ovf_control& c = ovf_state.control;
+  const uint64_t batch = ovf_state.batch;
+  const bool trace_mode = in_trace_batch(batch);
+  const uint32_t on_event = read_control(c.on_event);
+  const bool reference_prints = on_event != OVF_ON_EVENT_CONTINUE;
+
+  if (total_calls_ == 0) append_batch_marker(batch);
+  ++total_calls_;
+
+  auto& records = frame.records();
+  const uint64_t timestamp = now_ns();
+  uint32_t line_events = 0;
+  for (ovf_record& r : records) {
+    r.batch = batch;
+    r.timestamp_ns = timestamp;
+    if (r.kind == OVF_KIND_FRAME || !(r.flags & OVF_FLAG_HAS_STATS) || r.numel == 0) continue;
+    if (r.nan_count) line_events |= OVF_STOP_NAN;
+    if (r.pos_inf_count + r.neg_inf_count) line_events |= OVF_STOP_INF;
+    if (is_float_dtype(r.dtype)) {
+      if (r.abs_max > read_control(c.above)) line_events |= OVF_STOP_ABOVE;
+      if (r.abs_min_nonzero < read_control(c.below)) line_events |= OVF_STOP_BELOW;
+    }
+  }
+  if (trace_mode) records.front().flags |= OVF_FLAG_TRACED;
+  const uint64_t first = append_records(records.data(), static_cast<uint32_t>(records.size()));
+  const uint64_t end = first + records.size();
+  ++ovf_state.frames_written;
+  ++frames_this_batch_;
+
+  // The reference prints "<ctx> has nans/infs" while it builds the frame.
+  if (line_events & (OVF_STOP_NAN | OVF_STOP_INF)) {
+    for (const ovf_record& r : records) {
+      if (!(r.flags & OVF_FLAG_NONFINITE)) continue;
+      if (first == OVF_NO_SEQ) break;
+      uint64_t expected = OVF_NO_SEQ;
+      __atomic_compare_exchange_n(&ovf_state.first_nonfinite_seq, &expected, first + (&r - records.data()), false,
+                                   __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+      ovf_state.detection_state = 2;
+      if (reference_prints) {
+        const std::string label = escape_text(interned(r.label_id));
+        if (r.nan_count) out.text += label + " has nans\n";
+        if (r.pos_inf_count + r.neg_inf_count) out.text += label + " has infs\n";
+      }
+    }
+  }
+
+  if (frame.is_root()) {
+    ++ovf_state.batch;
+    ovf_state.frames_per_batch_hint = static_cast<uint32_t>(std::min<uint64_t>(frames_this_batch_, UINT32_MAX));
+    frames_this_batch_ = 0;
+    append_batch_marker(ovf_state.batch);
+  }
+
+  if (trace_mode) {
+    // reset_saved_frames() then trace_frames(): only this frame, with the
+    // batch markers written since the previous frame.
+    if (reference_prints) {
+      out.text += format_frames(last_frames(last_frame_end_, end, 1, nullptr)) + "\n";
+    }
+    report_floor_ = end;
+  }
+  last_frame_end_ = end;
+
+  // Which events fired. Without a debugger the reference's rules hold: NaN/Inf
+  // seen in a traced batch is remembered and reported at the next untraced frame.
+  uint32_t events = line_events & (OVF_STOP_ABOVE | OVF_STOP_BELOW);
+  if (trace_mode) events |= OVF_STOP_TRACED;
+  const uint32_t nonfinite = line_events & (OVF_STOP_NAN | OVF_STOP_INF);
+  if (reference_prints) {
+    pending_detection_ |= nonfinite;
+    if (!trace_mode) {
+      events |= pending_detection_;
+      pending_detection_ = 0;
+    }
+  } else {
+    events |= nonfinite;
+  }
+  events &= read_control(c.stop_mask);
+  if (static_cast<int64_t>(batch) < read_control(c.after_batch)) events = 0;
+  if (events && !module_matches(records.front().name_id)) events = 0;
+  if (events) {
+    Outcome event = event_outcome(events, first, end);
+    out.text += event.text;
+    out.action = event.action;
+    out.message = event.message;
+    out.events = events;
+  }
+
+  const int64_t abort_after = read_control(c.abort_after_batch);
+  if (out.action == Action::kNone && abort_after >= 0 && static_cast<int64_t>(ovf_state.batch) > abort_after) {
+    if (read_control(c.stop_mask) & OVF_STOP_ABORT_AFTER) {
+      ovf_state.last_event_seq = first;
+      ovf_state.last_event_kind = OVF_STOP_ABORT_AFTER;
+      ovf_stop_event(find_record(first), OVF_STOP_ABORT_AFTER);
+    }
+    out.action = Action::kRaise;
+    out.events |= OVF_STOP_ABORT_AFTER;
+    out.message = "DebugUnderflowOverflow: aborting after " + std::to_string(ovf_state.batch) +
+                  " batches due to `abort_after_batch_num=" + std::to_string(abort_after) + "` arg";
+  }
+  return out;
+}
+
+Outcome Monitor::event_outcome(uint32_t events, uint64_t frame_seq, uint64_t frame_end) {
+  Outcome out;
+  ovf_state.last_event_seq = frame_seq;
+  ovf_state.last_event_kind = events;
+  ovf_stop_event(find_record(frame_seq), events);
+  const uint32_t on_event = read_control(ovf_state.control.on_event);
+  // Thresholds and traced frames are debugger stops; without one they only
+  // mark the ring. Only NaN/Inf act on their own, as in the reference.
+  if (on_event == OVF_ON_EVENT_CONTINUE || !(events & (OVF_STOP_NAN | OVF_STOP_INF))) return out;
+  switch (on_event) {
+    case OVF_ON_EVENT_WARN:
+      if (!warned_) out.text = report_text(frame_end);
+      warned_ = true;
+      break;
+    case OVF_ON_EVENT_ABORT:
+      out.text = report_text(frame_end);
+      out.action = Action::kAbort;
+      out.message = "ovf: non-finite value detected; aborting so that the kernel writes a core file "
+                    "(open it with: gdb python3 core, then: ovf frames)";
+      break;
+    case OVF_ON_EVENT_WAIT:
+      out.text = report_text(frame_end) + attach_instructions(getpid());
+      out.action = Action::kWait;
+      break;
+    default:
+      out.text = report_text(frame_end);
+      out.action = Action::kRaise;
+      out.message = kOverflowMessage;
+      break;
+  }
+  report_floor_ = frame_end;
+  return out;
+}
+
+bool Monitor::checkpoint(const Stats& s, ovf_dtype dtype, DeviceId device, const std::string& ctx,
+                         std::string* text) {
+  ovf_record r = blank_record();
+  r.kind = OVF_KIND_CHECKPOINT;
+  r.name_id = intern(ctx);
+  r.label_id = r.name_id;
+  r.batch = ovf_state.batch;
+  r.timestamp_ns = now_ns();
+  r.dtype = dtype;
+  r.device_type = device.type;
+  r.device_index = device.index;
+  if (s.has_stats) r.flags |= OVF_FLAG_HAS_STATS | (s.numel == 0 ? OVF_FLAG_EMPTY : 0);
+  if (s.nonfinite()) r.flags |= OVF_FLAG_NONFINITE;
+  r.numel = s.numel;
+  r.nan_count = s.nan_count;
+  r.pos_inf_count = s.pos_inf_count;
+  r.neg_inf_count = s.neg_inf_count;
+  r.zero_count = s.zero_count;
+  r.subnormal_count = s.subnormal_count;
+  r.abs_min = s.abs_min;
+  r.abs_max = s.abs_max;
+  r.abs_min_nonzero = s.abs_min_nonzero;
+  const uint64_t seq = append_records(&r, 1);
+  const std::string label = escape_text(ctx);
+  if (s.nan_count) *text += label + " has nans\n";
+  if (s.pos_inf_count + s.neg_inf_count) *text += label + " has infs\n";
+  if (!s.nonfinite()) return false;
+  uint64_t expected = OVF_NO_SEQ;
+  __atomic_compare_exchange_n(&ovf_state.first_nonfinite_seq, &expected, seq, false, __ATOMIC_RELEASE,
+                              __ATOMIC_RELAXED);
+  const ovf_control& c = ovf_state.control;
+  uint32_t events = (s.nan_count ? OVF_STOP_NAN : 0) | (s.pos_inf_count + s.neg_inf_count ? OVF_STOP_INF : 0);
+  events &= read_control(c.stop_mask);
+  // The reference's detect_overflow only reports; a debugger still stops here.
+  if (events && read_control(c.on_event) == OVF_ON_EVENT_CONTINUE) {
+    ovf_state.last_event_seq = seq;
+    ovf_state.last_event_kind = events;
+    ovf_stop_event(find_record(seq), events);
+  }
+  return true;
+}
+
+std::string attach_instructions(int pid) {
+  const std::string p = std::to_string(pid);
+  return "ovf: process " + p + " is waiting for a debugger. Attach with one of:\n"
+         "    gdb -p " + p + " -ex 'ovf frames'\n"
+         "    lldb -p " + p + " -o 'ovf frames'\n"
+         "ovf: then 'ovf release' and 'continue' let training go on.\n";
+}
+
+std::string on_event_name(uint32_t on_event) {
+  switch (on_event) {
+    case OVF_ON_EVENT_RAISE: return "raise";
+    case OVF_ON_EVENT_WARN: return "warn";
+    case OVF_ON_EVENT_ABORT: return "abort";
+    case OVF_ON_EVENT_WAIT: return "wait";
+    case OVF_ON_EVENT_CONTINUE: return "continue";
+    default: return "unknown";
+  }
+}
+
+}  // namespace ovf

@@ -1,0 +1,144 @@
+// The reference report's formatting. Every string here mirrors an f-string of
+// transformers/debug_utils.py; tests compare against Python's own formatting.
+#include "ovf/report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "ovf/ring_writer.h"
+
+namespace ovf {
+namespace {
+
+// DebugUnderflowOverflow.prefix: 17 spaces.
+constexpr std::string_view kPrefix = "                 ";
+
+std::string right_17(std::string_view word) {  // f"{word:>17}"
+  std::string out(word.size() < 17 ? 17 - word.size() : 0, ' ');
+  out += word;
+  return out;
+}
+
+std::string label_of(const ovf_record& r) { return escape_text(interned(r.label_id)); }
+
+}  // namespace
+
+const char* const kColumnHeader = "abs min  abs max  metadata";
+
+std::string format_8_2e(double x) {
+  if (std::isnan(x)) return "     nan";
+  if (std::isinf(x)) return x > 0 ? "     inf" : "    -inf";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%8.2e", x);
+  return buf;
+}
+
+ReferenceMinMax reference_min_max(const ovf_record& line) {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (line.nan_count > 0) return {kNaN, kNaN};  // torch.min/max propagate NaN
+  const bool any_inf = line.pos_inf_count + line.neg_inf_count > 0;
+  const bool any_finite = line.numel > line.pos_inf_count + line.neg_inf_count;
+  return {any_finite ? line.abs_min : kInf, any_inf ? kInf : line.abs_max};
+}
+
+std::string escape_text(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (unsigned char c : text) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+std::string format_record(const ovf_record& r) {
+  switch (r.kind) {
+    case OVF_KIND_FRAME:
+      // f"{self.prefix} {self.module_names[module]} {module.__class__.__name__}"
+      return std::string(kPrefix) + " " + escape_text(interned(r.name_id)) + " " + escape_text(interned(r.label_id));
+    case OVF_KIND_BATCH_START:
+      // batch_start_frame(): two lines appended to the frame being built.
+      return "\n\n" + std::string(kPrefix) + " *** Starting batch number=" + std::to_string(r.batch) + " ***\n" +
+             kColumnHeader;
+    case OVF_KIND_NONE:
+      return right_17("None") + " " + label_of(r);
+    case OVF_KIND_NOT_TENSOR:
+      return right_17("not a tensor") + " " + label_of(r);
+    case OVF_KIND_CHECKPOINT:
+      break;
+    default: {
+      if (!(r.flags & OVF_FLAG_HAS_STATS)) {
+        return right_17((r.flags & OVF_FLAG_NO_DATA) ? "no data" : "unknown dtype") + " " + label_of(r);
+      }
+      // The reference fails on an empty tensor (min of nothing); ovf says so.
+      if (r.numel == 0) return right_17("empty") + " " + label_of(r);
+      const ReferenceMinMax mm = reference_min_max(r);
+      return format_8_2e(mm.min) + " " + format_8_2e(mm.max) + " " + label_of(r);
+    }
+  }
+  const ReferenceMinMax mm = reference_min_max(r);
+  return format_8_2e(mm.min) + " " + format_8_2e(mm.max) + " " + escape_text(interned(r.name_id));
+}
+
+std::string format_frames(const std::vector<const ovf_record*>& records) {
+  std::string out;
+  bool first = true;
+  for (const ovf_record* r : records) {
+    if (!first) out += '\n';
+    first = false;
+    out += format_record(*r);
+  }
+  return out;
+}
+
+std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq, uint32_t max_frames,
+                                           uint32_t* frames_found) {
+  std::vector<const ovf_record*> newest_first;
+  uint32_t frames = 0;
+  for (uint64_t seq = end_seq; seq > floor_seq && max_frames > 0;) {
+    --seq;
+    const ovf_record* r = find_record(seq);
+    if (r == nullptr) break;  // overwritten: the ring holds nothing older
+    if (frames == max_frames) {
+      // Past the oldest kept frame only its batch markers still belong to it.
+      if (r->kind != OVF_KIND_BATCH_START) break;
+      newest_first.push_back(r);
+      continue;
+    }
+    if (r->kind == OVF_KIND_CHECKPOINT) continue;
+    // Markers after the newest frame belong to a frame not yet written.
+    if (frames == 0 && newest_first.empty() && r->kind == OVF_KIND_BATCH_START) continue;
+    newest_first.push_back(r);
+    if (r->kind == OVF_KIND_FRAME) ++frames;
+  }
+  // A partial frame (lines whose FRAME was cut off by the floor) is not a frame.
+  while (!newest_first.empty() && newest_first.back()->kind != OVF_KIND_FRAME &&
+         newest_first.back()->kind != OVF_KIND_BATCH_START) {
+    newest_first.pop_back();
+  }
+  if (frames_found != nullptr) *frames_found = frames;
+  return {newest_first.rbegin(), newest_first.rend()};
+}
+
+std::string format_detection_report(uint64_t batch_number, uint64_t floor_seq, uint64_t end_seq,
+                                    uint32_t max_frames) {
+  uint32_t frames = 0;
+  const auto records = last_frames(floor_seq, end_seq, max_frames, &frames);
+  std::string out = "\nDetected inf/nan during batch_number=" + std::to_string(batch_number) + "\n";
+  out += "Last " + std::to_string(frames) + " forward frames:\n";
+  out += std::string(kColumnHeader) + "\n";
+  out += format_frames(records) + "\n";
+  out += "\n\n\n";  // print("\n\n")
+  return out;
+}
+
+}  // namespace ovf

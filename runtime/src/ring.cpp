@@ -1,0 +1,182 @@
+// The exported state and everything that writes the ring.
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <unordered_map>
+
+#include "ovf/ring_writer.h"
+#include "ovf/version.h"
+
+// The one exported symbol readers look for. Zero until initialised, so a reader
+// that finds no magic knows the runtime is loaded but not set up.
+extern "C" __attribute__((visibility("default"))) ovf_state_t ovf_state;
+ovf_state_t ovf_state;
+
+namespace ovf {
+namespace {
+
+std::mutex g_names_mutex;
+std::unordered_map<std::string, uint32_t>& name_ids() {
+  static auto* ids = new std::unordered_map<std::string, uint32_t>();  // never destroyed: hooks may run at exit
+  return *ids;
+}
+
+uint32_t round_up_pow2(uint32_t x) {
+  uint32_t p = 1;
+  while (p < x && p < (1u << 30)) p <<= 1;
+  return p;
+}
+
+int env_int(const char* name, int fallback) {
+  const char* value = getenv(name);
+  if (value == nullptr || *value == '\0') return fallback;
+  char* end = nullptr;
+  const long parsed = strtol(value, &end, 10);
+  return (end != nullptr && *end == '\0') ? static_cast<int>(parsed) : fallback;
+}
+
+// C++17 has no atomic_ref; the GCC builtins give the same on plain fields of a C struct.
+uint64_t load_write_seq() { return __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE); }
+
+void add_string_locked(std::string_view text) {
+  auto* index = reinterpret_cast<uint32_t*>(ovf_state.names_index_addr);
+  auto* arena = reinterpret_cast<char*>(ovf_state.names_arena_addr);
+  const uint32_t id = ovf_state.names_count;
+  memcpy(arena + ovf_state.names_arena_used, text.data(), text.size());
+  index[2 * id] = ovf_state.names_arena_used;
+  index[2 * id + 1] = static_cast<uint32_t>(text.size());
+  ovf_state.names_arena_used += static_cast<uint32_t>(text.size());
+  // Publish the entry only after its bytes are in place.
+  __atomic_store_n(&ovf_state.names_count, id + 1, __ATOMIC_RELEASE);
+  name_ids().emplace(std::string(text), id);
+}
+
+__attribute__((constructor)) void initialise_at_load() {
+  RingConfig config;
+  const int capacity = env_int("OVF_RING_CAPACITY", 0);
+  if (capacity > 0) config.record_capacity = static_cast<uint32_t>(capacity);
+  ring_configure(config);
+}
+
+}  // namespace
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+std::string ring_configure(const RingConfig& config) {
+  std::lock_guard<std::mutex> lock(g_names_mutex);
+  const uint32_t capacity = round_up_pow2(config.record_capacity < 64 ? 64 : config.record_capacity);
+  if (ovf_state.magic == OVF_MAGIC) {
+    if (capacity == ovf_state.record_capacity) return "";
+    if (load_write_seq() != 0) {
+      return "the ring already holds records; set its capacity before the first hook runs "
+             "(environment variable OVF_RING_CAPACITY)";
+    }
+    free(reinterpret_cast<void*>(ovf_state.records_addr));
+    ovf_state.records_addr = 0;
+  }
+  void* records = aligned_alloc(64, static_cast<size_t>(capacity) * OVF_RECORD_SIZE);
+  if (records == nullptr) return "cannot allocate the ring (" + std::to_string(capacity) + " records)";
+  memset(records, 0, static_cast<size_t>(capacity) * OVF_RECORD_SIZE);
+  ovf_state.records_addr = reinterpret_cast<uint64_t>(records);
+  ovf_state.record_capacity = capacity;
+  if (ovf_state.magic == OVF_MAGIC) return "";  // names and identity were set up already
+
+  auto* index = static_cast<uint32_t*>(calloc(config.names_capacity, 2 * sizeof(uint32_t)));
+  auto* arena = static_cast<char*>(calloc(config.names_arena_bytes, 1));
+  if (index == nullptr || arena == nullptr) return "cannot allocate the string table";
+  ovf_state.names_index_addr = reinterpret_cast<uint64_t>(index);
+  ovf_state.names_arena_addr = reinterpret_cast<uint64_t>(arena);
+  ovf_state.names_capacity = config.names_capacity;
+  ovf_state.names_arena_size = config.names_arena_bytes;
+
+  ovf_state.layout_version = OVF_LAYOUT_VERSION;
+  ovf_state.header_size = OVF_HEADER_SIZE;
+  ovf_state.record_size = OVF_RECORD_SIZE;
+  ovf_state.first_nonfinite_seq = OVF_NO_SEQ;
+  ovf_state.last_event_seq = OVF_NO_SEQ;
+  ovf_state.pid = static_cast<int32_t>(getpid());
+  ovf_state.rank = env_int("RANK", -1);
+  ovf_state.local_rank = env_int("LOCAL_RANK", -1);
+  ovf_state.world_size = env_int("WORLD_SIZE", 1);
+  ovf_state.device_index = -1;
+  ovf_state.runtime_version = OVF_VERSION_MAJOR << 16 | OVF_VERSION_MINOR << 8 | OVF_VERSION_PATCH;
+  ovf_state.max_frames_to_save = 21;
+  ovf_state.start_time_ns = now_ns();
+
+  ovf_control& c = ovf_state.control;
+  c.enabled = 1;
+  c.stop_mask = OVF_STOP_NAN | OVF_STOP_INF;
+  c.on_event = OVF_ON_EVENT_RAISE;
+  c.above = __builtin_inf();
+  c.below = 0;
+  c.after_batch = 0;
+  c.abort_after_batch = -1;
+
+  // Id 0 is what a full table hands out, so it must read as such.
+  add_string_locked("<string table full>");
+  __atomic_store_n(&ovf_state.magic, OVF_MAGIC, __ATOMIC_RELEASE);
+  return "";
+}
+
+uint32_t intern(std::string_view text) {
+  std::lock_guard<std::mutex> lock(g_names_mutex);
+  auto& ids = name_ids();
+  if (auto it = ids.find(std::string(text)); it != ids.end()) return it->second;
+  if (ovf_state.names_count >= ovf_state.names_capacity ||
+      text.size() > ovf_state.names_arena_size - ovf_state.names_arena_used) {
+    return kNameTableFull;
+  }
+  add_string_locked(text);
+  return ovf_state.names_count - 1;
+}
+
+std::string_view interned(uint32_t id) {
+  if (id >= __atomic_load_n(&ovf_state.names_count, __ATOMIC_ACQUIRE)) return {};
+  const auto* index = reinterpret_cast<const uint32_t*>(ovf_state.names_index_addr);
+  const auto* arena = reinterpret_cast<const char*>(ovf_state.names_arena_addr);
+  return std::string_view(arena + index[2 * id], index[2 * id + 1]);
+}
+
+uint64_t append_records(ovf_record* records, uint32_t count) {
+  const uint64_t first = __atomic_fetch_add(&ovf_state.write_seq, count, __ATOMIC_RELAXED);
+  const uint64_t mask = ovf_state.record_capacity - 1;
+  auto* slots = reinterpret_cast<ovf_record*>(ovf_state.records_addr);
+  for (uint32_t i = 0; i < count; ++i) {
+    ovf_record& slot = slots[(first + i) & mask];
+    // Mark the slot torn while it is rewritten: a reader (or a core written now)
+    // sees OVF_NO_SEQ, never a mix of two records under a valid number.
+    __atomic_store_n(&slot.seq, OVF_NO_SEQ, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    ovf_record& r = records[i];
+    r.seq = first + i;
+    if (r.frame_seq == OVF_NO_SEQ) r.frame_seq = first;
+    memcpy(reinterpret_cast<char*>(&slot) + sizeof slot.seq, reinterpret_cast<const char*>(&r) + sizeof r.seq,
+           sizeof r - sizeof r.seq);
+    __atomic_store_n(&slot.seq, r.seq, __ATOMIC_RELEASE);
+  }
+  return first;
+}
+
+const ovf_record* find_record(uint64_t seq) {
+  if (seq == OVF_NO_SEQ || seq >= load_write_seq()) return nullptr;
+  const auto* slots = reinterpret_cast<const ovf_record*>(ovf_state.records_addr);
+  const ovf_record& slot = slots[seq & (ovf_state.record_capacity - 1)];
+  if (__atomic_load_n(&slot.seq, __ATOMIC_ACQUIRE) != seq) return nullptr;
+  return &slot;
+}
+
+}  // namespace ovf
+
+// The stop hook: a debugger's breakpoint sits here. noinline plus the empty asm
+// keep the call and the function body from being optimised away.
+extern "C" __attribute__((visibility("default"), noinline)) void ovf_stop_event(const ovf_record* record,
+                                                                                 uint32_t event) {
+  __asm__ volatile("" : : "r"(record), "r"(event) : "memory");
+}

@@ -1,0 +1,359 @@
+// The CPU stats engine: walks a (possibly strided) tensor once and reduces it to
+// ovf::Stats without allocating.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <complex>
+#include <cstring>
+#include <limits>
+
+#include "ovf/stats.h"
+#include "stats_scan.h"
+
+namespace ovf {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int kMaxDims = 64;  // torch's own limit on tensor rank
+
+const detail::ScanTable& scan_table() {
+  static const detail::ScanTable table =
+      __builtin_cpu_supports("avx2") ? detail::scan_table_avx2() : detail::scan_table_base();
+  return table;
+}
+
+double half_bits_to_double(uint16_t b) {
+  const int exponent = (b >> 10) & 0x1f;
+  const int mantissa = b & 0x3ff;
+  double magnitude;
+  if (exponent == 0) {
+    magnitude = std::ldexp(static_cast<double>(mantissa), -24);
+  } else if (exponent == 0x1f) {
+    magnitude = mantissa ? std::numeric_limits<double>::quiet_NaN() : kInf;
+  } else {
+    magnitude = std::ldexp(static_cast<double>(mantissa + 1024), exponent - 25);
+  }
+  return (b & 0x8000) ? -magnitude : magnitude;
+}
+
+double bfloat16_bits_to_double(uint16_t b) {
+  const uint32_t widened = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &widened, sizeof f);
+  return f;
+}
+
+// fp8 e4m3fn: no infinities, NaN is S.1111.111, max 448.
+double float8_e4m3_to_double(uint8_t b) {
+  const int exponent = (b >> 3) & 0xf;
+  const int mantissa = b & 0x7;
+  double magnitude;
+  if ((b & 0x7f) == 0x7f) {
+    magnitude = std::numeric_limits<double>::quiet_NaN();
+  } else if (exponent == 0) {
+    magnitude = std::ldexp(static_cast<double>(mantissa), -9);
+  } else {
+    magnitude = std::ldexp(static_cast<double>(mantissa + 8), exponent - 10);
+  }
+  return (b & 0x80) ? -magnitude : magnitude;
+}
+
+// fp8 e5m2: IEEE-like, the top byte of a float16.
+double float8_e5m2_to_double(uint8_t b) { return half_bits_to_double(static_cast<uint16_t>(b) << 8); }
+
+// Abs-bit pattern of a finite float type back to its value.
+double abs_bits_to_double(uint64_t bits, ovf_dtype dtype) {
+  switch (dtype) {
+    case OVF_DTYPE_FLOAT64: {
+      double d;
+      std::memcpy(&d, &bits, sizeof d);
+      return d;
+    }
+    case OVF_DTYPE_FLOAT32: {
+      const uint32_t b = static_cast<uint32_t>(bits);
+      float f;
+      std::memcpy(&f, &b, sizeof f);
+      return f;
+    }
+    case OVF_DTYPE_FLOAT16:
+      return half_bits_to_double(static_cast<uint16_t>(bits));
+    case OVF_DTYPE_BFLOAT16:
+      return bfloat16_bits_to_double(static_cast<uint16_t>(bits));
+    default:
+      return 0;
+  }
+}
+
+struct ScanFloatType {
+  detail::ScanFn fn;
+  uint64_t inf_bits;
+};
+
+bool scan_float_type(ovf_dtype dtype, ScanFloatType* out) {
+  const auto& t = scan_table();
+  switch (dtype) {
+    case OVF_DTYPE_FLOAT64: *out = {t.float64, 0x7ff0000000000000ull}; return true;
+    case OVF_DTYPE_FLOAT32: *out = {t.float32, 0x7f800000u}; return true;
+    case OVF_DTYPE_FLOAT16: *out = {t.float16, 0x7c00u}; return true;
+    case OVF_DTYPE_BFLOAT16: *out = {t.bfloat16, 0x7f80u}; return true;
+    default: return false;
+  }
+}
+
+// Visits the tensor as runs of equally spaced elements, innermost run as long as
+// the layout allows. Statistics do not depend on order, so dimensions are sorted
+// by stride and merged: a transposed or permuted contiguous tensor becomes one run.
+template <typename RunFn>
+bool for_each_run(const TensorView& v, int elem_size, RunFn&& run) {
+  if (v.ndim > kMaxDims) return false;
+  std::array<int64_t, kMaxDims> size{}, stride{};
+  int nd = 0;
+  for (int d = 0; d < v.ndim; ++d) {
+    if (v.sizes[d] == 0) return true;  // no elements
+    if (v.sizes[d] == 1) continue;
+    size[nd] = v.sizes[d];
+    stride[nd] = v.strides[d] < 0 ? -v.strides[d] : v.strides[d];
+    ++nd;
+  }
+  // Sort by stride, largest first (insertion sort: nd is small).
+  for (int i = 1; i < nd; ++i) {
+    for (int j = i; j > 0 && stride[j] > stride[j - 1]; --j) {
+      std::swap(stride[j], stride[j - 1]);
+      std::swap(size[j], size[j - 1]);
+    }
+  }
+  // Merge dimension i into i+1 when i steps exactly over i+1's span.
+  int merged = 0;
+  for (int i = 0; i < nd; ++i) {
+    if (merged > 0 && stride[merged - 1] == stride[i] * size[i]) {
+      size[merged - 1] *= size[i];
+      stride[merged - 1] = stride[i];
+    } else {
+      size[merged] = size[i];
+      stride[merged] = stride[i];
+      ++merged;
+    }
+  }
+  nd = merged;
+  const char* base = static_cast<const char*>(v.data);
+  if (nd == 0) {  // a single element
+    run(base, int64_t{1}, int64_t{elem_size});
+    return true;
+  }
+  // Offsets use the original (possibly negative) strides' magnitudes; torch
+  // never produces negative strides, so the view's data pointer is the lowest.
+  const int inner = nd - 1;
+  std::array<int64_t, kMaxDims> index{};
+  for (;;) {
+    int64_t offset = 0;
+    for (int d = 0; d < inner; ++d) offset += index[d] * stride[d];
+    run(base + offset * elem_size, size[inner], stride[inner] * elem_size);
+    int d = inner - 1;
+    while (d >= 0 && ++index[d] == size[d]) index[d--] = 0;
+    if (d < 0) return true;
+  }
+}
+
+Stats finish_float(const detail::BitAcc& acc, uint64_t numel, ovf_dtype dtype, uint64_t inf_bits,
+                   bool negated) {
+  Stats s;
+  s.has_stats = true;
+  s.numel = numel;
+  s.nan_count = acc.nan;
+  s.pos_inf_count = negated ? acc.neg_inf : acc.pos_inf;
+  s.neg_inf_count = negated ? acc.pos_inf : acc.neg_inf;
+  s.zero_count = acc.zero;
+  s.subnormal_count = acc.subnormal;
+  s.abs_min = acc.min_abs == inf_bits ? kInf : abs_bits_to_double(acc.min_abs, dtype);
+  s.abs_max = abs_bits_to_double(acc.max_abs, dtype);
+  s.abs_min_nonzero = acc.min_nonzero == inf_bits ? kInf : abs_bits_to_double(acc.min_nonzero, dtype);
+  return s;
+}
+
+uint64_t count_elements(const TensorView& v) {
+  uint64_t n = 1;
+  for (int d = 0; d < v.ndim; ++d) n *= static_cast<uint64_t>(v.sizes[d]);
+  return n;
+}
+
+Stats stats_float_bits(const TensorView& v, const ScanFloatType& t, int elem_size) {
+  detail::BitAcc acc{t.inf_bits, 0, t.inf_bits};
+  // Strided runs are gathered into a small stack buffer and scanned like
+  // contiguous memory: one set of inner loops serves every layout.
+  alignas(64) unsigned char buffer[4096];
+  const int64_t per_chunk = static_cast<int64_t>(sizeof buffer) / elem_size;
+  const bool ok = for_each_run(v, elem_size, [&](const char* p, int64_t n, int64_t step) {
+    if (step == elem_size) {
+      t.fn(p, static_cast<uint64_t>(n), acc);
+      return;
+    }
+    for (int64_t done = 0; done < n;) {
+      const int64_t m = std::min(per_chunk, n - done);
+      for (int64_t i = 0; i < m; ++i) {
+        std::memcpy(buffer + i * elem_size, p + (done + i) * step, elem_size);
+      }
+      t.fn(buffer, static_cast<uint64_t>(m), acc);
+      done += m;
+    }
+  });
+  if (!ok) return Stats{};
+  return finish_float(acc, count_elements(v), v.dtype, t.inf_bits, v.negated);
+}
+
+// Integer, bool, complex and fp8 elements: decoded one at a time through
+// magnitude(); these dtypes are rare in activations, clarity wins here.
+template <typename MagnitudeFn>
+Stats stats_by_magnitude(const TensorView& v, int elem_size, double min_normal, MagnitudeFn&& magnitude) {
+  Stats s;
+  s.has_stats = true;
+  double mn = kInf, mx = 0, mnz = kInf;
+  const bool ok = for_each_run(v, elem_size, [&](const char* p, int64_t n, int64_t step) {
+    for (int64_t i = 0; i < n; ++i) {
+      bool negative = false;
+      const double a = magnitude(p + i * step, &negative);
+      if (std::isnan(a)) {
+        ++s.nan_count;
+      } else if (std::isinf(a)) {
+        ++(negative != v.negated ? s.neg_inf_count : s.pos_inf_count);
+      } else {
+        mn = std::min(mn, a);
+        mx = std::max(mx, a);
+        if (a != 0) {
+          mnz = std::min(mnz, a);
+          if (a < min_normal) ++s.subnormal_count;
+        } else {
+          ++s.zero_count;
+        }
+      }
+    }
+  });
+  if (!ok) return Stats{};
+  s.numel = count_elements(v);
+  s.abs_min = mn;
+  s.abs_max = mx;
+  s.abs_min_nonzero = mnz;
+  return s;
+}
+
+template <typename T>
+double integer_magnitude(const char* p, bool* negative) {
+  T value;
+  std::memcpy(&value, p, sizeof value);
+  if constexpr (std::is_signed_v<T>) {
+    *negative = value < 0;
+    // Unsigned negation keeps INT64_MIN's magnitude exact (2^63).
+    using U = std::make_unsigned_t<T>;
+    const U bits = static_cast<U>(value);
+    return static_cast<double>(value < 0 ? static_cast<U>(U{0} - bits) : bits);
+  } else {
+    *negative = false;
+    return static_cast<double>(value);
+  }
+}
+
+template <typename T>
+double complex_magnitude(const char* p, bool* negative) {
+  std::complex<T> z;
+  std::memcpy(&z, p, sizeof z);
+  *negative = false;
+  return static_cast<double>(std::abs(z));
+}
+
+}  // namespace
+
+int dtype_size(ovf_dtype dtype) {
+  switch (dtype) {
+    case OVF_DTYPE_FLOAT64: case OVF_DTYPE_INT64: case OVF_DTYPE_COMPLEX64: return 8;
+    case OVF_DTYPE_COMPLEX128: return 16;
+    case OVF_DTYPE_FLOAT32: case OVF_DTYPE_INT32: return 4;
+    case OVF_DTYPE_FLOAT16: case OVF_DTYPE_BFLOAT16: case OVF_DTYPE_INT16: return 2;
+    case OVF_DTYPE_INT8: case OVF_DTYPE_UINT8: case OVF_DTYPE_BOOL:
+    case OVF_DTYPE_FLOAT8_E4M3: case OVF_DTYPE_FLOAT8_E5M2: return 1;
+    default: return 0;
+  }
+}
+
+const char* dtype_name(ovf_dtype dtype) {
+  switch (dtype) {
+    case OVF_DTYPE_FLOAT64: return "float64";
+    case OVF_DTYPE_FLOAT32: return "float32";
+    case OVF_DTYPE_FLOAT16: return "float16";
+    case OVF_DTYPE_BFLOAT16: return "bfloat16";
+    case OVF_DTYPE_COMPLEX64: return "complex64";
+    case OVF_DTYPE_COMPLEX128: return "complex128";
+    case OVF_DTYPE_INT64: return "int64";
+    case OVF_DTYPE_INT32: return "int32";
+    case OVF_DTYPE_INT16: return "int16";
+    case OVF_DTYPE_INT8: return "int8";
+    case OVF_DTYPE_UINT8: return "uint8";
+    case OVF_DTYPE_BOOL: return "bool";
+    case OVF_DTYPE_FLOAT8_E4M3: return "float8_e4m3fn";
+    case OVF_DTYPE_FLOAT8_E5M2: return "float8_e5m2";
+    default: return "unknown";
+  }
+}
+
+double element_to_double(const void* element, ovf_dtype dtype) {
+  const char* p = static_cast<const char*>(element);
+  uint16_t b16;
+  switch (dtype) {
+    case OVF_DTYPE_FLOAT64: { double d; std::memcpy(&d, p, 8); return d; }
+    case OVF_DTYPE_FLOAT32: { float f; std::memcpy(&f, p, 4); return f; }
+    case OVF_DTYPE_FLOAT16: std::memcpy(&b16, p, 2); return half_bits_to_double(b16);
+    case OVF_DTYPE_BFLOAT16: std::memcpy(&b16, p, 2); return bfloat16_bits_to_double(b16);
+    case OVF_DTYPE_FLOAT8_E4M3: return float8_e4m3_to_double(static_cast<uint8_t>(*p));
+    case OVF_DTYPE_FLOAT8_E5M2: return float8_e5m2_to_double(static_cast<uint8_t>(*p));
+    case OVF_DTYPE_INT64: { int64_t x; std::memcpy(&x, p, 8); return static_cast<double>(x); }
+    case OVF_DTYPE_INT32: { int32_t x; std::memcpy(&x, p, 4); return x; }
+    case OVF_DTYPE_INT16: { int16_t x; std::memcpy(&x, p, 2); return x; }
+    case OVF_DTYPE_INT8: return static_cast<int8_t>(*p);
+    case OVF_DTYPE_UINT8: return static_cast<uint8_t>(*p);
+    case OVF_DTYPE_BOOL: return *p ? 1.0 : 0.0;
+    default: return std::numeric_limits<double>::quiet_NaN();
+  }
+}
+
+Stats compute_stats_cpu(const TensorView& v) {
+  const int elem_size = dtype_size(v.dtype);
+  if (elem_size == 0 || (v.data == nullptr && count_elements(v) != 0)) return Stats{};
+  ScanFloatType float_type;
+  if (scan_float_type(v.dtype, &float_type)) return stats_float_bits(v, float_type, elem_size);
+  switch (v.dtype) {
+    case OVF_DTYPE_INT64: return stats_by_magnitude(v, 8, 1, integer_magnitude<int64_t>);
+    case OVF_DTYPE_INT32: return stats_by_magnitude(v, 4, 1, integer_magnitude<int32_t>);
+    case OVF_DTYPE_INT16: return stats_by_magnitude(v, 2, 1, integer_magnitude<int16_t>);
+    case OVF_DTYPE_INT8: return stats_by_magnitude(v, 1, 1, integer_magnitude<int8_t>);
+    case OVF_DTYPE_UINT8: return stats_by_magnitude(v, 1, 1, integer_magnitude<uint8_t>);
+    case OVF_DTYPE_BOOL: return stats_by_magnitude(v, 1, 1, integer_magnitude<uint8_t>);
+    case OVF_DTYPE_COMPLEX64:
+      return stats_by_magnitude(v, 8, std::numeric_limits<float>::min(), complex_magnitude<float>);
+    case OVF_DTYPE_COMPLEX128:
+      return stats_by_magnitude(v, 16, std::numeric_limits<double>::min(), complex_magnitude<double>);
+    case OVF_DTYPE_FLOAT8_E4M3:
+    case OVF_DTYPE_FLOAT8_E5M2: {
+      const ovf_dtype dtype = v.dtype;
+      const double min_normal = dtype == OVF_DTYPE_FLOAT8_E4M3 ? std::ldexp(1.0, -6) : std::ldexp(1.0, -14);
+      return stats_by_magnitude(v, 1, min_normal, [dtype](const char* p, bool* negative) {
+        const double x = element_to_double(p, dtype);
+        *negative = std::signbit(x);
+        return std::fabs(x);
+      });
+    }
+    default:
+      return Stats{};
+  }
+}
+
+Stats compute_stats_contiguous(const void* data, ovf_dtype dtype, uint64_t n) {
+  const int64_t size = static_cast<int64_t>(n);
+  const int64_t stride = 1;
+  TensorView v;
+  v.data = data;
+  v.dtype = dtype;
+  v.ndim = 1;
+  v.sizes = &size;
+  v.strides = &stride;
+  return compute_stats_cpu(v);
+}
+
+}  // namespace ovf

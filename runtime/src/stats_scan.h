@@ -1,0 +1,33 @@
+// Inner loops of the CPU stats engine, compiled once per instruction set
+// (stats_scan_base.cpp, stats_scan_avx2.cpp) and picked at run time.
+#ifndef OVF_STATS_SCAN_H
+#define OVF_STATS_SCAN_H
+
+#include <cstdint>
+
+namespace ovf::detail {
+
+// A scan's running state in the "abs bits" domain of one floating type: the
+// value with its sign bit cleared, read as an unsigned integer. For IEEE formats
+// that integer order is the order of |x|, NaNs sort above the Inf pattern, so
+// min/max/classification are integer compares that vectorise for every width.
+struct BitAcc {
+  uint64_t min_abs;      // over finite; starts at the type's Inf pattern ("none")
+  uint64_t max_abs;      // over finite; starts at 0
+  uint64_t min_nonzero;  // over finite non-zero; starts at the Inf pattern
+  uint64_t nan = 0, pos_inf = 0, neg_inf = 0, zero = 0, subnormal = 0;
+};
+
+// Scans n contiguous elements into acc.
+using ScanFn = void (*)(const void* data, uint64_t n, BitAcc& acc);
+
+struct ScanTable {
+  ScanFn float64, float32, float16, bfloat16;
+};
+
+ScanTable scan_table_base();
+ScanTable scan_table_avx2();
+
+}  // namespace ovf::detail
+
+#endif  // OVF_STATS_SCAN_H
