@@ -1,0 +1,247 @@
+// The CPU stats engine against a plain float64 reference, on random bit
+// patterns (which cover NaN payloads, infinities, subnormals and both zeros)
+// and on planted values, for contiguous and strided layouts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "ovf/stats.h"
+
+namespace {
+
+using ovf::Stats;
+using ovf::TensorView;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+double min_normal(ovf_dtype dtype) {
+  switch (dtype) {
+    case OVF_DTYPE_FLOAT64: return std::numeric_limits<double>::min();
+    case OVF_DTYPE_FLOAT32: return std::numeric_limits<float>::min();
+    case OVF_DTYPE_FLOAT16: return std::ldexp(1.0, -14);
+    case OVF_DTYPE_BFLOAT16: return std::ldexp(1.0, -126);
+    default: return 1;
+  }
+}
+
+// Element-by-element reference over an index list, everything in double.
+Stats reference_stats(const char* base, ovf_dtype dtype, const std::vector<int64_t>& offsets) {
+  Stats s;
+  s.has_stats = true;
+  s.numel = offsets.size();
+  s.abs_min = kInf;
+  s.abs_max = 0;
+  s.abs_min_nonzero = kInf;
+  const int size = ovf::dtype_size(dtype);
+  for (int64_t off : offsets) {
+    const double x = ovf::element_to_double(base + off * size, dtype);
+    if (std::isnan(x)) {
+      ++s.nan_count;
+    } else if (std::isinf(x)) {
+      ++(x > 0 ? s.pos_inf_count : s.neg_inf_count);
+    } else {
+      const double a = std::fabs(x);
+      s.abs_min = std::min(s.abs_min, a);
+      s.abs_max = std::max(s.abs_max, a);
+      if (a == 0) {
+        ++s.zero_count;
+      } else {
+        s.abs_min_nonzero = std::min(s.abs_min_nonzero, a);
+        if (a < min_normal(dtype)) ++s.subnormal_count;
+      }
+    }
+  }
+  return s;
+}
+
+void expect_same(const Stats& got, const Stats& want) {
+  EXPECT_EQ(got.has_stats, want.has_stats);
+  EXPECT_EQ(got.numel, want.numel);
+  EXPECT_EQ(got.nan_count, want.nan_count);
+  EXPECT_EQ(got.pos_inf_count, want.pos_inf_count);
+  EXPECT_EQ(got.neg_inf_count, want.neg_inf_count);
+  EXPECT_EQ(got.zero_count, want.zero_count);
+  EXPECT_EQ(got.subnormal_count, want.subnormal_count);
+  EXPECT_EQ(got.abs_min, want.abs_min);
+  EXPECT_EQ(got.abs_max, want.abs_max);
+  EXPECT_EQ(got.abs_min_nonzero, want.abs_min_nonzero);
+}
+
+// Random bytes, then planted specials at random places.
+std::vector<char> random_buffer(ovf_dtype dtype, size_t n, uint32_t seed) {
+  const int size = ovf::dtype_size(dtype);
+  std::vector<char> buf(n * size);
+  std::mt19937 rng(seed);
+  for (auto& c : buf) c = static_cast<char>(rng());
+  if (dtype == OVF_DTYPE_FLOAT32) {
+    // Random bits are mostly huge or tiny; mix in ordinary values too.
+    std::normal_distribution<float> normal(0.f, 3.f);
+    for (size_t i = 0; i < n; i += 2) {
+      const float f = normal(rng);
+      std::memcpy(&buf[i * 4], &f, 4);
+    }
+    const float specials[] = {0.f, -0.f, std::numeric_limits<float>::infinity(),
+                              -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                              std::numeric_limits<float>::denorm_min(), 1e-40f, 65504.f};
+    for (float f : specials) std::memcpy(&buf[(rng() % n) * 4], &f, 4);
+  }
+  return buf;
+}
+
+class StatsByDtype : public ::testing::TestWithParam<ovf_dtype> {};
+
+TEST_P(StatsByDtype, ContiguousMatchesReferenceAtOddSizes) {
+  const ovf_dtype dtype = GetParam();
+  for (size_t n : {size_t{1}, size_t{7}, size_t{64}, size_t{1000}, size_t{40000}, size_t{70001}}) {
+    const auto buf = random_buffer(dtype, n, static_cast<uint32_t>(n * 31 + dtype));
+    std::vector<int64_t> offsets(n);
+    for (size_t i = 0; i < n; ++i) offsets[i] = static_cast<int64_t>(i);
+    SCOPED_TRACE(std::string(ovf::dtype_name(dtype)) + " n=" + std::to_string(n));
+    expect_same(ovf::compute_stats_contiguous(buf.data(), dtype, n), reference_stats(buf.data(), dtype, offsets));
+  }
+}
+
+TEST_P(StatsByDtype, StridedViewsMatchReference) {
+  const ovf_dtype dtype = GetParam();
+  // A 5x6x7 buffer viewed as a transpose, a step-2 slice and a broadcast.
+  const auto buf = random_buffer(dtype, 5 * 6 * 7, 99 + dtype);
+  struct Case {
+    std::vector<int64_t> sizes, strides;
+  };
+  const Case cases[] = {
+      {{7, 6, 5}, {1, 7, 42}},     // full permutation of a contiguous tensor
+      {{5, 3, 7}, {42, 14, 1}},    // every other row
+      {{5, 6, 4}, {42, 7, 2}},     // step-2 inner dimension
+      {{3, 5, 7}, {0, 42, 1}},     // expanded (stride 0) leading dimension
+      {{5, 1, 7}, {42, 999, 1}},   // size-1 dimension with a meaningless stride
+      {{}, {}},                    // zero-dimensional
+      {{5, 0, 7}, {42, 7, 1}},     // empty
+  };
+  for (const Case& c : cases) {
+    std::vector<int64_t> offsets{0};
+    for (size_t d = 0; d < c.sizes.size(); ++d) {
+      std::vector<int64_t> next;
+      for (int64_t base : offsets)
+        for (int64_t i = 0; i < c.sizes[d]; ++i) next.push_back(base + i * c.strides[d]);
+      offsets.swap(next);
+    }
+    TensorView v;
+    v.data = buf.data();
+    v.dtype = dtype;
+    v.ndim = static_cast<int>(c.sizes.size());
+    v.sizes = c.sizes.data();
+    v.strides = c.strides.data();
+    SCOPED_TRACE(std::string(ovf::dtype_name(dtype)) + " ndim=" + std::to_string(v.ndim));
+    expect_same(ovf::compute_stats_cpu(v), reference_stats(buf.data(), dtype, offsets));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(FloatTypes, StatsByDtype,
+                         ::testing::Values(OVF_DTYPE_FLOAT64, OVF_DTYPE_FLOAT32, OVF_DTYPE_FLOAT16,
+                                           OVF_DTYPE_BFLOAT16),
+                         [](const auto& info) { return std::string(ovf::dtype_name(info.param)); });
+
+TEST(Stats, PlantedFloat32ValuesGiveExactCounts) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> data = {1.5f, -2.5f, 0.f, -0.f, inf, -inf, -inf, std::nanf(""), -std::nanf(""),
+                                   1e-45f, -3e-39f};
+  const Stats s = ovf::compute_stats_contiguous(data.data(), OVF_DTYPE_FLOAT32, data.size());
+  EXPECT_EQ(s.numel, 11u);
+  EXPECT_EQ(s.nan_count, 2u);
+  EXPECT_EQ(s.pos_inf_count, 1u);
+  EXPECT_EQ(s.neg_inf_count, 2u);
+  EXPECT_EQ(s.zero_count, 2u);
+  EXPECT_EQ(s.subnormal_count, 2u);
+  EXPECT_EQ(s.abs_min, 0.0);
+  EXPECT_EQ(s.abs_max, 2.5);
+  EXPECT_EQ(s.abs_min_nonzero, static_cast<double>(1e-45f));
+  EXPECT_TRUE(s.nonfinite());
+}
+
+TEST(Stats, AllNonFiniteHasNoFiniteRange) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> data = {inf, std::nanf("")};
+  const Stats s = ovf::compute_stats_contiguous(data.data(), OVF_DTYPE_FLOAT32, data.size());
+  EXPECT_EQ(s.abs_min, kInf);
+  EXPECT_EQ(s.abs_max, 0.0);
+  EXPECT_EQ(s.finite_count(), 0u);
+}
+
+TEST(Stats, Float16ExtremesDecodeExactly) {
+  // 0x7bff = 65504 (max), 0x0001 = 2^-24 (smallest subnormal), 0x0400 = 2^-14 (min normal).
+  const std::vector<uint16_t> data = {0x7bff, 0x0001, 0x0400, 0x8000, 0xfc00, 0x7e00};
+  const Stats s = ovf::compute_stats_contiguous(data.data(), OVF_DTYPE_FLOAT16, data.size());
+  EXPECT_EQ(s.abs_max, 65504.0);
+  EXPECT_EQ(s.abs_min, 0.0);
+  EXPECT_EQ(s.abs_min_nonzero, std::ldexp(1.0, -24));
+  EXPECT_EQ(s.subnormal_count, 1u);
+  EXPECT_EQ(s.neg_inf_count, 1u);
+  EXPECT_EQ(s.nan_count, 1u);
+  EXPECT_EQ(s.zero_count, 1u);
+}
+
+TEST(Stats, NegatedViewSwapsInfinitySigns) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> data = {inf, inf, -inf, 1.f};
+  const int64_t size = 4, stride = 1;
+  TensorView v;
+  v.data = data.data();
+  v.dtype = OVF_DTYPE_FLOAT32;
+  v.ndim = 1;
+  v.sizes = &size;
+  v.strides = &stride;
+  v.negated = true;
+  const Stats s = ovf::compute_stats_cpu(v);
+  EXPECT_EQ(s.pos_inf_count, 1u);
+  EXPECT_EQ(s.neg_inf_count, 2u);
+}
+
+TEST(Stats, IntegersReportMagnitudes) {
+  const std::vector<int64_t> data = {-7, 0, 3, std::numeric_limits<int64_t>::min()};
+  const Stats s = ovf::compute_stats_contiguous(data.data(), OVF_DTYPE_INT64, data.size());
+  EXPECT_TRUE(s.has_stats);
+  EXPECT_EQ(s.abs_min, 0.0);
+  EXPECT_EQ(s.abs_max, std::ldexp(1.0, 63));  // |INT64_MIN| without overflow
+  EXPECT_EQ(s.abs_min_nonzero, 3.0);
+  EXPECT_EQ(s.zero_count, 1u);
+  EXPECT_FALSE(s.nonfinite());
+}
+
+TEST(Stats, BoolCountsAsZeroAndOne) {
+  const std::vector<uint8_t> data = {1, 0, 1};
+  const Stats s = ovf::compute_stats_contiguous(data.data(), OVF_DTYPE_BOOL, data.size());
+  EXPECT_EQ(s.abs_min, 0.0);
+  EXPECT_EQ(s.abs_max, 1.0);
+  EXPECT_EQ(s.zero_count, 1u);
+}
+
+TEST(Stats, ComplexUsesMagnitude) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> data = {3.f, 4.f, 0.f, 0.f, inf, 1.f, std::nanf(""), 0.f};  // 5, 0, inf, nan
+  const Stats s = ovf::compute_stats_contiguous(data.data(), OVF_DTYPE_COMPLEX64, 4);
+  EXPECT_EQ(s.abs_max, 5.0);
+  EXPECT_EQ(s.abs_min, 0.0);
+  EXPECT_EQ(s.pos_inf_count, 1u);
+  EXPECT_EQ(s.nan_count, 1u);
+}
+
+TEST(Stats, Float8E4M3HasNoInfinityAndMax448) {
+  const std::vector<uint8_t> data = {0x7e, 0xfe, 0x7f, 0x01, 0x00};  // 448, -448, NaN, 2^-9, 0
+  const Stats s = ovf::compute_stats_contiguous(data.data(), OVF_DTYPE_FLOAT8_E4M3, data.size());
+  EXPECT_EQ(s.abs_max, 448.0);
+  EXPECT_EQ(s.nan_count, 1u);
+  EXPECT_EQ(s.pos_inf_count + s.neg_inf_count, 0u);
+  EXPECT_EQ(s.abs_min_nonzero, std::ldexp(1.0, -9));
+  EXPECT_EQ(s.subnormal_count, 1u);
+}
+
+TEST(Stats, UnknownDtypeHasNoStats) {
+  const char data[4] = {};
+  EXPECT_FALSE(ovf::compute_stats_contiguous(data, OVF_DTYPE_UNKNOWN, 4).has_stats);
+}
+
+}  // namespace
