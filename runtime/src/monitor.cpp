@@ -314,8 +314,13 @@ Outcome Monitor::event_outcome(uint32_t events, uint64_t frame_seq, uint64_t fra
                     "(open it with: gdb python3 core, then: ovf frames)";
       break;
     case OVF_ON_EVENT_WAIT:
-      out.text = report_text(frame_end) + attach_instructions(getpid());
-      out.action = Action::kWait;
+      // Wait at the first event only: once released, every later frame carries
+      // the same NaN onward and would stop again.
+      if (!warned_) {
+        out.text = report_text(frame_end) + attach_instructions(getpid());
+        out.action = Action::kWait;
+      }
+      warned_ = true;
       break;
     default:
       out.text = report_text(frame_end);

@@ -102,7 +102,7 @@ class Monitor {
   uint64_t report_floor_ = 0;      // frames before this seq were reported or reset
   uint64_t last_frame_end_ = 0;    // seq after the previous frame's last line
   uint32_t pending_detection_ = 0; // the reference's sticky detected_overflow (NAN/INF bits)
-  bool warned_ = false;
+  bool warned_ = false;  // WARN and WAIT act on the first event only
   uint64_t frames_this_batch_ = 0;
   std::vector<std::pair<uint32_t, bool>> glob_cache_;  // by name id: (generation + 1, matches)
 };
