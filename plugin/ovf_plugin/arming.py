@@ -1,0 +1,140 @@
+"""What the user asked the debugger to stop on, and how that reaches the runtime.
+
+Three ways, because the process may not exist yet: the inferior's environment
+(OVF_* variables read by the bootstrap at the next `run`), the control block
+(a live process), and the debugger's own filter at the breakpoint, which
+applies what the runtime cannot express (one module glob and one after-batch
+for all events; --if).
+"""
+
+import fnmatch
+import os
+from dataclasses import dataclass, field
+
+from . import layout
+
+
+@dataclass
+class Arming:
+    nan: bool = False
+    inf: bool = False
+    module: str = ""  # break-on-nan --module ("" = every module)
+    after_batch: int = 0
+    condition: object = None  # condition.Condition
+    above: float = None  # watch --above
+    below: float = None  # watch --below
+    watch_module: str = ""
+    trace_batches: tuple = None  # None: leave the runtime's own list alone
+    trace_module: str = ""
+    abort_after: int = None  # None: leave alone; -1: off
+    touched: set = field(default_factory=set)  # control fields a command has set
+
+    # -------------------------------------------------------------- runtime side
+
+    def stop_mask(self, current=0):
+        mask = current
+        for bit, on in ((layout.STOP_NAN, self.nan), (layout.STOP_INF, self.inf),
+                        (layout.STOP_ABOVE, self.above is not None),
+                        (layout.STOP_BELOW, self.below is not None),
+                        (layout.STOP_TRACED, bool(self.trace_batches)),
+                        (layout.STOP_ABORT_AFTER, self.abort_after is not None and self.abort_after >= 0)):
+            mask = mask | bit if on else mask & ~bit
+        return mask
+
+    def _categories(self):
+        """(glob, after_batch) of each armed kind of event."""
+        armed = []
+        if self.nan or self.inf:
+            armed.append((self.module, self.after_batch))
+        if self.above is not None or self.below is not None:
+            armed.append((self.watch_module, 0))
+        if self.trace_batches:
+            armed.append((self.trace_module, 0))
+        return armed
+
+    def runtime_glob(self):
+        """The one glob the runtime may apply to every event: the common one, else ""."""
+        globs = {glob or "*" for glob, _ in self._categories()}
+        return globs.pop() if len(globs) == 1 and "*" not in globs else ""
+
+    def runtime_after_batch(self):
+        return min((after for _, after in self._categories()), default=0)
+
+    def environment(self, bootstrap_dir, pythonpath):
+        """{name: value or None (unset)} for the inferior's next `run`."""
+        parts = [p for p in (pythonpath or "").split(os.pathsep) if p and p != bootstrap_dir]
+        env = {
+            "PYTHONPATH": os.pathsep.join([bootstrap_dir, *parts]),
+            "OVF_ENABLE": "1",
+            "OVF_ON_NAN": "continue",
+            "OVF_STOP": ",".join(name for name, bit in layout.STOP_NAMES if self.stop_mask() & bit),
+            "OVF_MODULE": self.runtime_glob() or None,
+            "OVF_AFTER_BATCH": str(self.runtime_after_batch()) if self.runtime_after_batch() else None,
+            "OVF_ABOVE": repr(self.above) if self.above is not None else None,
+            "OVF_BELOW": repr(self.below) if self.below is not None else None,
+            "OVF_TRACE_BATCHES": ",".join(map(str, self.trace_batches)) if self.trace_batches else None,
+            "OVF_ABORT_AFTER": str(self.abort_after) if self.abort_after is not None and self.abort_after >= 0
+            else None,
+        }
+        return env
+
+    def control_writes(self, control):
+        """[(field, value)] that make a live runtime's control block match,
+        `generation` last so the runtime recomputes its cached decisions."""
+        writes = [("on_event", layout.ON_EVENT_CONTINUE),
+                  ("stop_mask", self.stop_mask(control.stop_mask)),
+                  ("module_glob", self.runtime_glob()),
+                  ("after_batch", self.runtime_after_batch())]
+        if "thresholds" in self.touched:
+            writes += [("above", self.above if self.above is not None else float("inf")),
+                       ("below", self.below if self.below is not None else 0.0)]
+        if "trace" in self.touched:
+            batches = list(self.trace_batches or ())
+            writes += [("trace_batches", batches + [0] * (layout.MAX_TRACE_BATCHES - len(batches))),
+                       ("trace_count", len(batches))]
+        if "abort_after" in self.touched:
+            writes.append(("abort_after_batch", -1 if self.abort_after is None else self.abort_after))
+        writes.append(("generation", (control.generation + 1) & 0xFFFFFFFF))
+        return writes
+
+    # -------------------------------------------------------------- debugger side
+
+    def wants(self, bit, module, batch):
+        """Whether an event `bit` in `module` at `batch` is one the user asked for
+        (before --if, which needs the lines)."""
+        if bit in (layout.STOP_NAN, layout.STOP_INF):
+            on = self.nan if bit == layout.STOP_NAN else self.inf
+            return on and _matches(module, self.module) and batch >= self.after_batch
+        if bit == layout.STOP_ABOVE:
+            return self.above is not None and _matches(module, self.watch_module)
+        if bit == layout.STOP_BELOW:
+            return self.below is not None and _matches(module, self.watch_module)
+        if bit == layout.STOP_TRACED:
+            return bool(self.trace_batches) and batch in self.trace_batches and _matches(module, self.trace_module)
+        return bit == layout.STOP_ABORT_AFTER
+
+    def describe(self):
+        """One line per armed kind of stop, for `ovf status` and the commands' replies."""
+        lines = []
+        if self.nan or self.inf:
+            what = " and ".join(w for w, on in (("nan", self.nan), ("inf", self.inf)) if on)
+            lines.append(f"stop on {what}" + _where(self.module) + (
+                f" from batch {self.after_batch}" if self.after_batch else "") + (
+                f" if {self.condition.text}" if self.condition else ""))
+        if self.above is not None:
+            lines.append(f"stop when abs max > {self.above:g}" + _where(self.watch_module))
+        if self.below is not None:
+            lines.append(f"stop when non-zero abs min < {self.below:g}" + _where(self.watch_module))
+        if self.trace_batches:
+            lines.append("trace batches " + ",".join(map(str, self.trace_batches)) + _where(self.trace_module))
+        if self.abort_after is not None and self.abort_after >= 0:
+            lines.append(f"stop after batch {self.abort_after} (abort-after)")
+        return lines
+
+
+def _matches(module, glob):
+    return not glob or fnmatch.fnmatchcase(module, glob)
+
+
+def _where(glob):
+    return f" in modules '{glob}'" if glob else ""

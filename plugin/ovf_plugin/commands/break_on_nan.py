@@ -1,0 +1,37 @@
+"""Stop at the first non-finite (NaN / Inf) module forward.
+
+Before `run`, on an unmodified script: puts ovf's bootstrap on the inferior's
+PYTHONPATH (OVF_* variables carry the options) and a pending breakpoint on the
+runtime's stop hook, ovf_stop_event. On a running or attached process: writes
+the runtime's control block. The breakpoint is an ordinary one: `info
+breakpoints`, `delete`, `disable`, `ignore` and `commands` work on it.
+"""
+
+from ..condition import FIELDS, Condition
+from . import types
+
+NAME = "break-on-nan"
+
+
+def add_arguments(p):
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--nan", action="store_true", help="stop on NaN only")
+    which.add_argument("--inf", action="store_true", help="stop on +/-Inf only")
+    p.add_argument("--module", default="", metavar="GLOB",
+                   help="only modules whose path matches, e.g. 'encoder.block.*'")
+    p.add_argument("--after-batch", type=types.batch_number, default=0, metavar="N",
+                   help="only in batches N and later (0-based)")
+    p.add_argument("--if", dest="condition", default=None, metavar="EXPR",
+                   help="a Python expression over the event's fields, evaluated by the debugger "
+                   "once the runtime's filters matched: " + ", ".join(FIELDS))
+
+
+def run(session, args):
+    condition = Condition(args.condition) if args.condition else None
+    a = session.arming
+    a.nan = not args.inf
+    a.inf = not args.nan
+    a.module = args.module
+    a.after_batch = args.after_batch
+    a.condition = condition
+    return session.apply()

@@ -1,0 +1,84 @@
+"""Show the runtime's state: version, process, batch, records, what is armed.
+
+Reads the ring of a live process or a core file; without one, shows what is
+armed for the next `run`.
+"""
+
+import datetime
+
+from .. import layout
+from ..errors import OvfError
+from ..event import last_event
+from ..ring import BadSlot
+
+NAME = "status"
+
+
+def add_arguments(p):
+    pass
+
+
+def run(session, args):
+    armed = session.arming.describe()
+    lines = []
+    try:
+        ring = session.ring()
+    except OvfError as e:
+        if session.target.kind() != "none":
+            raise
+        lines.append(str(e).replace("ovf: no process", "ovf: no process yet"))
+        ring = None
+    if ring is not None:
+        lines += ring.notes + _ring_lines(ring)
+    lines.append("debugger: " + ("; ".join(armed) if armed else "nothing armed (ovf break-on-nan, ovf watch)"))
+    return "\n".join(lines) + "\n"
+
+
+def _name(names, value):
+    return names[value] if value < len(names) else f"unknown ({value})"
+
+
+def _ring_lines(ring):
+    h, c = ring.header, ring.control
+    started = datetime.datetime.fromtimestamp(h.start_time_ns / 1e9).strftime("%Y-%m-%d %H:%M:%S") \
+        if 0 < h.start_time_ns < 1 << 62 else "?"
+    rank = f"rank {h.rank} of {h.world_size}" if h.rank >= 0 else "not distributed"
+    device = "cpu" if h.device_index < 0 else f"cuda:{h.device_index}"
+    out = [
+        f"ovf runtime {layout.version_text(h.runtime_version)}, ring layout {h.layout_version}, "
+        f"state at 0x{ring.address:x}",
+        f"process {h.pid} ({rank}, {device}), started {started}",
+        f"detection: {_name(layout.DETECTION_STATES, h.detection_state)}; batch {h.batch}; "
+        f"{h.frames_written} frames, {h.write_seq} records written; the ring keeps {ring.capacity}",
+        f"runtime: {'enabled' if c.enabled else 'disabled'}, on event: {_name(layout.ON_EVENT_NAMES, c.on_event)}, "
+        f"stops on: {_bits(c.stop_mask) or 'nothing'}" + (f", modules '{c.glob_text}'" if c.glob_text else "")
+        + (f", from batch {c.after_batch}" if c.after_batch else "")
+        + (f", above {c.above:g}" if c.stop_mask & layout.STOP_ABOVE else "")
+        + (f", below {c.below:g}" if c.stop_mask & layout.STOP_BELOW else "")
+        + (", trace batches " + ",".join(map(str, c.traced)) if c.traced else "")
+        + (f", abort after batch {c.abort_after_batch}" if c.abort_after_batch >= 0 else ""),
+    ]
+    out.append("first non-finite: " + _describe_seq(ring, h.first_nonfinite_seq))
+    event = last_event(ring)
+    if event is not None:
+        out.append(f"last event: {_bits(event.bits)} at " + _describe_seq(ring, event.seq))
+    return out
+
+
+def _bits(mask):
+    return ", ".join(name for name, bit in layout.STOP_NAMES if mask & bit)
+
+
+def _describe_seq(ring, seq):
+    if seq == layout.NO_SEQ:
+        return "none"
+    r = ring.record(seq)
+    if isinstance(r, BadSlot):
+        return f"record {seq} (no longer in the ring: {r.why})"
+    if r.kind == layout.KIND_CHECKPOINT:
+        return f"record {seq}, batch {r.batch}, detect_overflow '{ring.text(r.name_id)}'"
+    if r.kind == layout.KIND_FRAME:
+        return f"record {seq}, batch {r.batch}, {ring.text(r.name_id)} ({ring.text(r.label_id)})"
+    frame = ring.record(r.frame_seq)
+    where = "" if isinstance(frame, BadSlot) else f", {ring.text(frame.name_id)} ({ring.text(frame.label_id)})"
+    return f"record {seq}, batch {r.batch}{where} {ring.text(r.label_id)}"

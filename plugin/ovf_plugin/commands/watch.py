@@ -1,0 +1,44 @@
+"""Trace modules' frames in given batches; stop when values leave a range.
+
+`--batches` prints every matching frame of those batches in the reference's
+format (its trace_batch_nums) without stopping. `--above X` stops when a
+float tensor's finite abs max exceeds X (e.g. 1e4: fp16 overflows at 6.5e4),
+`--below Y` when its smallest non-zero |x| falls under Y. `ovf watch off`
+removes all three.
+"""
+
+from ..errors import OvfError
+from . import types
+
+NAME = "watch"
+
+
+def add_arguments(p):
+    p.add_argument("glob", nargs="?", default="", metavar="GLOB",
+                   help="module paths to watch (default: all); 'off' removes the watch")
+    p.add_argument("--batches", type=types.batch_list, default=None, metavar="LIST",
+                   help="batches to trace, e.g. 1,3 (0-based)")
+    p.add_argument("--above", type=types.threshold, default=None, metavar="X",
+                   help="stop when a finite abs max rises above X")
+    p.add_argument("--below", type=types.threshold, default=None, metavar="Y",
+                   help="stop when a non-zero abs min falls below Y")
+
+
+def run(session, args):
+    a = session.arming
+    if args.glob == "off":
+        a.above = a.below = None
+        a.trace_batches = ()
+        a.touched |= {"thresholds", "trace"}
+        return session.apply()
+    if args.batches is None and args.above is None and args.below is None:
+        raise OvfError("ovf watch: give --batches, --above or --below (or 'off')")
+    glob = "" if args.glob in ("", "*") else args.glob
+    if args.above is not None or args.below is not None:
+        a.above, a.below, a.watch_module = args.above, args.below, glob
+        a.touched.add("thresholds")
+    if args.batches is not None:
+        a.trace_batches, a.trace_module = args.batches, glob
+        a.touched.add("trace")
+    return session.apply()
+

@@ -1,0 +1,83 @@
+"""The event the runtime stopped for: which frame, which lines, which fields."""
+
+from dataclasses import dataclass, field
+
+from . import layout
+from .frames import frame_at
+from .ring import BadSlot
+
+
+@dataclass
+class Event:
+    bits: int  # enum ovf_stop_bits
+    seq: int  # the FRAME (or CHECKPOINT) record
+    frame: object = None  # frames.Frame, for module events
+    checkpoint: object = None  # layout.Record, for detect_overflow events
+    offending: list = field(default_factory=list)  # [(bit, line)] that caused it
+
+    @property
+    def record(self):
+        return self.frame.header if self.frame is not None else self.checkpoint
+
+    @property
+    def batch(self):
+        return self.record.batch
+
+
+def last_event(ring):
+    """The runtime's latest stop event (header.last_event_seq), or None."""
+    h = ring.header
+    if h.last_event_seq == layout.NO_SEQ:
+        return None
+    r = ring.record(h.last_event_seq)
+    if isinstance(r, BadSlot):
+        return None
+    event = Event(bits=h.last_event_kind, seq=r.seq)
+    if r.kind == layout.KIND_CHECKPOINT:
+        event.checkpoint = r
+        lines = [r]
+    else:
+        event.frame = frame_at(ring, r.seq)
+        if event.frame is None:
+            return None
+        lines = event.frame.lines
+    event.offending = offending_lines(lines, event.bits, ring.control)
+    return event
+
+
+def offending_lines(lines, bits, control):
+    """[(bit, line)]: the lines that fire each of `bits`, by the runtime's rules."""
+    found = []
+    for line in lines:
+        if not line.flags & layout.FLAG_HAS_STATS or line.numel == 0:
+            continue
+        if bits & layout.STOP_NAN and line.nan_count:
+            found.append((layout.STOP_NAN, line))
+        if bits & layout.STOP_INF and line.pos_inf_count + line.neg_inf_count:
+            found.append((layout.STOP_INF, line))
+        if line.dtype in layout.FLOAT_DTYPES:
+            if bits & layout.STOP_ABOVE and line.abs_max > control.above:
+                found.append((layout.STOP_ABOVE, line))
+            if bits & layout.STOP_BELOW and line.abs_min_nonzero < control.below:
+                found.append((layout.STOP_BELOW, line))
+    return found
+
+
+def bit_name(bit):
+    return next(name for name, value in layout.STOP_NAMES if value == bit)
+
+
+def line_fields(ring, event, bit, line):
+    """The names an `--if` expression sees for one offending line."""
+    header = event.record
+    module_id = header.name_id
+    return {
+        "absmax": line.abs_max, "absmin": line.abs_min, "nan": line.nan_count,
+        "inf": line.pos_inf_count + line.neg_inf_count, "numel": line.numel,
+        "module": ring.text(module_id),
+        "cls": ring.text(header.label_id) if event.frame is not None else "",
+        "batch": header.batch, "kind": layout.KIND_NAMES[line.kind],
+        "label": ring.text(line.label_id if event.frame is not None else line.name_id),
+        "dtype": layout.DTYPE_NAMES[line.dtype] if line.dtype < len(layout.DTYPE_NAMES) else "unknown",
+        "event": bit_name(bit),
+    }

@@ -1,0 +1,166 @@
+"""The ring's bytes, as runtime/include/ovf/ring.h lays them out (layout version 1).
+
+Every field is listed with its offset and struct code, so that one table drives
+decoding, control-block writes and the test that compiles ring.h and compares
+offsetof/sizeof field by field. Values are little-endian: the runtime writes
+native x86-64 / aarch64 memory, and a byte-swapped magic reads as "no ring".
+"""
+
+import struct
+from collections import namedtuple
+
+MAGIC = 0x474E49522D46564F  # "OVF-RING" as a little-endian u64
+MAGIC_BYTES = struct.pack("<Q", MAGIC)
+LAYOUT_VERSION = 1
+HEADER_SIZE = 1024
+RECORD_SIZE = 128
+CONTROL_OFFSET = 256
+CONTROL_SIZE = 640
+NO_SEQ = 0xFFFFFFFFFFFFFFFF
+GLOB_SIZE = 256
+MAX_TRACE_BATCHES = 32
+STATE_SYMBOL = "ovf_state"
+STOP_FUNCTION = "ovf_stop_event"
+
+# enum ovf_record_kind
+KIND_EMPTY, KIND_FRAME, KIND_WEIGHT, KIND_INPUT, KIND_OUTPUT, KIND_GRAD = range(6)
+KIND_OP_OUTPUT, KIND_CHECKPOINT, KIND_BATCH_START, KIND_NONE, KIND_NOT_TENSOR = range(6, 11)
+KIND_NAMES = ("empty", "frame", "weight", "input", "output", "grad", "op", "checkpoint",
+              "batch", "none", "not-tensor")
+LINE_KINDS = frozenset({KIND_WEIGHT, KIND_INPUT, KIND_OUTPUT, KIND_GRAD, KIND_OP_OUTPUT,
+                        KIND_NONE, KIND_NOT_TENSOR})
+
+# enum ovf_dtype, index = value
+DTYPE_NAMES = ("unknown", "float64", "float32", "float16", "bfloat16", "complex64", "complex128",
+               "int64", "int32", "int16", "int8", "uint8", "bool", "float8_e4m3", "float8_e5m2")
+FLOAT_DTYPES = frozenset({1, 2, 3, 4, 5, 6, 13, 14})
+
+# enum ovf_record_flags
+FLAG_HAS_STATS = 1 << 0
+FLAG_NONFINITE = 1 << 1
+FLAG_EMPTY = 1 << 2
+FLAG_NO_DATA = 1 << 3
+FLAG_TRUNCATED = 1 << 4
+FLAG_ROOT = 1 << 5
+FLAG_TRACED = 1 << 6
+FLAG_WEIGHT_CACHED = 1 << 7
+
+# enum ovf_stop_bits, in the order events are named
+STOP_NAN = 1 << 0
+STOP_INF = 1 << 1
+STOP_ABOVE = 1 << 2
+STOP_BELOW = 1 << 3
+STOP_TRACED = 1 << 4
+STOP_ABORT_AFTER = 1 << 5
+STOP_NAMES = (("nan", STOP_NAN), ("inf", STOP_INF), ("above", STOP_ABOVE), ("below", STOP_BELOW),
+              ("traced", STOP_TRACED), ("abort_after", STOP_ABORT_AFTER))
+
+# enum ovf_on_event, index = value
+ON_EVENT_NAMES = ("raise", "warn", "abort", "wait", "continue")
+ON_EVENT_CONTINUE = 4
+ON_EVENT_WAIT = 3
+
+DETECTION_STATES = ("off", "watching", "non-finite seen")
+
+
+def _table(fields, size):
+    """A struct.Struct over `fields` [(name, offset, code)], padded to `size`,
+    checking that the offsets leave no overlap; returns (struct, {name: (offset, size)})."""
+    fmt = "<"
+    at = 0
+    where = {}
+    for name, offset, code in fields:
+        if offset < at:
+            raise AssertionError(f"layout table: {name} overlaps the field before it")
+        fmt += f"{offset - at}x" if offset > at else ""
+        width = struct.calcsize("<" + code)
+        fmt += code
+        where[name] = (offset, width)
+        at = offset + width
+    fmt += f"{size - at}x" if size > at else ""
+    packed = struct.Struct(fmt)
+    if packed.size != size:
+        raise AssertionError(f"layout table is {packed.size} bytes, expected {size}")
+    return packed, where
+
+
+RECORD_FIELDS = (
+    ("seq", 0, "Q"), ("frame_seq", 8, "Q"), ("batch", 16, "Q"), ("timestamp_ns", 24, "Q"),
+    ("name_id", 32, "I"), ("label_id", 36, "I"), ("kind", 40, "B"), ("dtype", 41, "B"),
+    ("device_type", 42, "B"), ("device_index", 43, "b"), ("flags", 44, "I"), ("numel", 48, "Q"),
+    ("nan_count", 56, "Q"), ("pos_inf_count", 64, "Q"), ("neg_inf_count", 72, "Q"),
+    ("zero_count", 80, "Q"), ("abs_min", 88, "d"), ("abs_max", 96, "d"),
+    ("abs_min_nonzero", 104, "d"), ("subnormal_count", 112, "Q"), ("reserved", 120, "Q"),
+)
+
+CONTROL_FIELDS = (
+    ("generation", 0, "I"), ("enabled", 4, "I"), ("stop_mask", 8, "I"), ("on_event", 12, "I"),
+    ("above", 16, "d"), ("below", 24, "d"), ("after_batch", 32, "q"),
+    ("abort_after_batch", 40, "q"), ("trace_count", 48, "I"), ("wait_released", 52, "I"),
+    ("trace_batches", 56, f"{MAX_TRACE_BATCHES}q"), ("module_glob", 312, f"{GLOB_SIZE}s"),
+)
+
+HEADER_FIELDS = (
+    ("magic", 0, "Q"), ("layout_version", 8, "I"), ("header_size", 12, "I"),
+    ("record_size", 16, "I"), ("record_capacity", 20, "I"), ("records_addr", 24, "Q"),
+    ("write_seq", 32, "Q"), ("batch", 40, "Q"), ("first_nonfinite_seq", 48, "Q"),
+    ("last_event_seq", 56, "Q"), ("names_index_addr", 64, "Q"), ("names_arena_addr", 72, "Q"),
+    ("names_capacity", 80, "I"), ("names_count", 84, "I"), ("names_arena_size", 88, "I"),
+    ("names_arena_used", 92, "I"), ("pid", 96, "i"), ("rank", 100, "i"), ("local_rank", 104, "i"),
+    ("world_size", 108, "i"), ("device_index", 112, "i"), ("runtime_version", 116, "I"),
+    ("detection_state", 120, "I"), ("max_frames_to_save", 124, "I"), ("last_event_kind", 128, "I"),
+    ("frames_per_batch_hint", 132, "I"), ("frames_written", 136, "Q"), ("start_time_ns", 144, "Q"),
+)
+
+RECORD_STRUCT, RECORD_OFFSETS = _table(RECORD_FIELDS, RECORD_SIZE)
+CONTROL_STRUCT, CONTROL_OFFSETS = _table(CONTROL_FIELDS, CONTROL_SIZE)
+_HEADER_ONLY_STRUCT, HEADER_OFFSETS = _table(HEADER_FIELDS, CONTROL_OFFSET)
+# The fixed part of a record is (seq, frame_seq, ...): one tuple per record.
+Record = namedtuple("Record", [name for name, _, _ in RECORD_FIELDS])
+Header = namedtuple("Header", [name for name, _, _ in HEADER_FIELDS])
+
+
+class Control(namedtuple("Control", [name for name, _, _ in CONTROL_FIELDS])):
+    """The debugger-writable block; trace_batches is a tuple, module_glob raw bytes."""
+
+    @property
+    def glob_text(self):
+        return self.module_glob.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+    @property
+    def traced(self):
+        return self.trace_batches[: min(self.trace_count, MAX_TRACE_BATCHES)]
+
+
+def decode_header(data):
+    """(Header, Control) from the state's first HEADER_SIZE bytes."""
+    if len(data) < HEADER_SIZE:
+        raise ValueError(f"{len(data)} bytes is shorter than the {HEADER_SIZE}-byte header")
+    header = Header._make(_HEADER_ONLY_STRUCT.unpack_from(data, 0))
+    values = CONTROL_STRUCT.unpack_from(data, CONTROL_OFFSET)
+    trace = tuple(values[10 : 10 + MAX_TRACE_BATCHES])
+    control = Control._make(values[:10] + (trace, values[10 + MAX_TRACE_BATCHES]))
+    return header, control
+
+
+def decode_record(data, offset=0):
+    return Record._make(RECORD_STRUCT.unpack_from(data, offset))
+
+
+def encode_control_field(name, value):
+    """(offset from the state's start, bytes) that set one control field."""
+    offset, _ = CONTROL_OFFSETS[name]
+    code = dict((n, c) for n, _, c in CONTROL_FIELDS)[name]
+    if name == "trace_batches":
+        return CONTROL_OFFSET + offset, struct.pack(f"<{len(value)}q", *value)
+    if name == "module_glob":
+        raw = value.encode("utf-8")
+        if len(raw) >= GLOB_SIZE:
+            raise ValueError(f"a module glob holds at most {GLOB_SIZE - 1} bytes")
+        return CONTROL_OFFSET + offset, raw.ljust(GLOB_SIZE, b"\0")
+    return CONTROL_OFFSET + offset, struct.pack("<" + code, value)
+
+
+def version_text(packed):
+    """runtime_version (major << 16 | minor << 8 | patch) as "M.m.p"."""
+    return f"{packed >> 16}.{(packed >> 8) & 0xFF}.{packed & 0xFF}"

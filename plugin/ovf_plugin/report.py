@@ -1,0 +1,112 @@
+"""The reference report's text (transformers.debug_utils), byte for byte as the
+runtime's C++ formatter (runtime/src/report.cpp) writes it."""
+
+import math
+
+from . import layout
+
+PREFIX = " " * 17  # DebugUnderflowOverflow.prefix
+COLUMN_HEADER = "abs min  abs max  metadata"  # f"{'abs min':8} {'abs max':8} metadata"
+
+
+def format_8_2e(x):
+    """format(x, "8.2e"), as report.cpp's format_8_2e: Python prints "nan" (never
+    "-nan"), "inf" and "-inf" right-aligned, and finite values as C's %8.2e does
+    (both round correctly)."""
+    return f"{x:8.2e}"
+
+
+def reference_min_max(r):
+    """What torch's abs().min() / abs().max() print for a line: NaN propagates,
+    infinities count (report.cpp: reference_min_max)."""
+    if r.nan_count > 0:
+        return math.nan, math.nan
+    infs = r.pos_inf_count + r.neg_inf_count
+    any_finite = r.numel > infs
+    return (r.abs_min if any_finite else math.inf), (math.inf if infs else r.abs_max)
+
+
+def escape_text(raw):
+    """Bytes of an inferior string as printable text: backslash, C0 controls and
+    DEL as escapes, as report.cpp's escape_text does; then, so that no byte can
+    drive a terminal, invalid UTF-8 and C1 controls (U+0080..U+009F) as \\xNN
+    per byte. Valid UTF-8 text passes unchanged."""
+    text = []
+    i = 0
+    while i < len(raw):
+        c = raw[i]
+        if c < 0x80:
+            text.append("\\\\" if c == 0x5C else f"\\x{c:02x}" if c < 0x20 or c == 0x7F else chr(c))
+            i += 1
+            continue
+        length = _utf8_length(raw, i)
+        char = raw[i : i + length].decode("utf-8") if length else ""
+        if char and not 0x80 <= ord(char) <= 0x9F:
+            text.append(char)
+        else:
+            text.extend(f"\\x{b:02x}" for b in raw[i : i + max(length, 1)])
+        i += max(length, 1)
+    return "".join(text)
+
+
+def _utf8_length(raw, i):
+    """Length of the valid UTF-8 sequence starting at raw[i], or 0."""
+    for length in (2, 3, 4):
+        try:
+            raw[i : i + length].decode("utf-8")
+            return length
+        except UnicodeDecodeError:
+            continue
+    return 0
+
+
+def _right_17(word):
+    return f"{word:>17}"
+
+
+def format_record(r, text):
+    """One record as the reference prints it; `text(id)` returns an interned
+    string, escaped (Ring.text)."""
+    kind = r.kind
+    if kind == layout.KIND_FRAME:
+        return f"{PREFIX} {text(r.name_id)} {text(r.label_id)}"
+    if kind == layout.KIND_BATCH_START:
+        return f"\n\n{PREFIX} *** Starting batch number={r.batch} ***\n{COLUMN_HEADER}"
+    if kind == layout.KIND_NONE:
+        return f"{_right_17('None')} {text(r.label_id)}"
+    if kind == layout.KIND_NOT_TENSOR:
+        return f"{_right_17('not a tensor')} {text(r.label_id)}"
+    if kind == layout.KIND_CHECKPOINT:
+        lo, hi = reference_min_max(r)
+        return f"{format_8_2e(lo)} {format_8_2e(hi)} {text(r.name_id)}"
+    label = text(r.label_id)
+    if not r.flags & layout.FLAG_HAS_STATS:
+        return f"{_right_17('no data' if r.flags & layout.FLAG_NO_DATA else 'unknown dtype')} {label}"
+    if r.numel == 0:  # the reference fails on min() of nothing; ovf says so
+        return f"{_right_17('empty')} {label}"
+    lo, hi = reference_min_max(r)
+    return f"{format_8_2e(lo)} {format_8_2e(hi)} {label}"
+
+
+def format_frame(frame, text):
+    """A frame's text: its batch markers, its header, its lines, joined by "\\n"."""
+    return "\n".join(format_record(r, text) for r in frame.records())
+
+
+def format_frames(frames, text):
+    """Frames joined as the reference joins its saved frames."""
+    return "\n".join(format_frame(f, text) for f in frames)
+
+
+def format_listing(frames, text):
+    """`ovf frames`: the reference's "Last N forward frames:" block."""
+    return (f"Last {len(frames)} forward frames:\n{COLUMN_HEADER}\n"
+            + (format_frames(frames, text) + "\n" if frames else ""))
+
+
+def format_detection_report(batch_number, frames, text):
+    """DebugUnderflowOverflow.dump_saved_frames' output (report.cpp:
+    format_detection_report)."""
+    return (f"\nDetected inf/nan during batch_number={batch_number}\n"
+            f"Last {len(frames)} forward frames:\n{COLUMN_HEADER}\n"
+            f"{format_frames(frames, text)}\n\n\n\n")

@@ -1,0 +1,227 @@
+"""One look at the runtime's ring: locate the state, validate it, read records.
+
+Inferior memory is untrusted: every size and count is checked against the
+layout and capped before it sizes a read, every record's sequence number is
+checked against the slot it must be in, and string ids are bounds-checked.
+The header is one read; records come in chunks (one bulk read each, newest
+first, only as far back as a command walks); the string table is two reads.
+"""
+
+import struct
+
+from . import layout
+from .errors import OvfError
+from .report import escape_text
+from .target import TargetMemoryError
+
+MAX_CAPACITY = 1 << 30  # the runtime's own cap (round_up_pow2)
+MAX_NAMES = 1 << 24
+MAX_ARENA = 1 << 30
+CHUNK_RECORDS = 4096  # 512 KiB per read
+
+# Why a slot holds no usable record.
+TORN = "torn"  # being written (seq marked none) or reserved but not yet written
+OVERWRITTEN = "overwritten"  # the ring wrapped over it
+UNREADABLE = "unreadable"  # not in memory / not in the core
+CORRUPT = "corrupt"  # a kind the layout does not define
+
+
+class BadSlot:
+    """Stands for a record that cannot be shown, and says why."""
+
+    def __init__(self, seq, why):
+        self.seq = seq
+        self.why = why
+
+    def describe(self):
+        return f"record {self.seq} is {self.why}"
+
+
+def locate(target):
+    """The Ring of the target's runtime, or OvfError saying why there is none."""
+    kind = target.kind()
+    if kind == "none":
+        raise OvfError("ovf: no process: `run` it, attach with `gdb -p PID`, or open a core file")
+    address = target.find_data_symbol(layout.STATE_SYMBOL)
+    problem = None
+    if address is not None:
+        try:
+            return Ring(target, address)
+        except OvfError as e:
+            problem = e
+    missing = target.missing_library("libovf_runtime")
+    # A live process's symbol is the truth; a core's may come from a library
+    # that was rebuilt or moved since the core was written, so look for the ring.
+    if kind == "core":
+        found = scan_for_state(target)
+        if found is not None:
+            ring, where = found
+            why = "ovf_state points at no ring" if address is not None else "no symbol ovf_state"
+            ring.notes.append(f"ovf: found the ring by scanning memory at 0x{ring.address:x}{where} ({why})")
+            if missing:
+                ring.notes.append(f"ovf: the runtime library {missing} was not found; "
+                                  "point the debugger at it with: set solib-search-path DIR")
+            return ring
+    if problem is not None:
+        raise problem
+    if missing:
+        raise OvfError(f"ovf: the runtime library {missing} was not found and no ring was found in "
+                       "memory; point the debugger at it with: set solib-search-path DIR")
+    if kind == "core":
+        raise OvfError("ovf: no ovf ring in this core file (no symbol ovf_state, and no ring "
+                       "header in its memory)")
+    raise OvfError("ovf: no ovf runtime in this process (no symbol ovf_state): start it under "
+                   "`ovf break-on-nan` and `run`, or with `python3 -m ovf`")
+
+
+def _scan_order(regions):
+    """The runtime library's own mappings first, then the one right after each
+    (its .bss), then the rest: the state is found without reading gigabytes."""
+    def rank(i):
+        if "libovf_runtime" in regions[i][2]:
+            return 0
+        if i and "libovf_runtime" in regions[i - 1][2]:
+            return 1
+        return 2
+    return [regions[i] for i in sorted(range(len(regions)), key=rank)]
+
+
+def scan_for_state(target):
+    """(Ring, " in <path>") for the first valid ring header in writable memory, or None."""
+    for start, end, path in _scan_order(list(target.memory_regions())):
+        at = start
+        while at < end:
+            size = min(end - at, 1 << 20)
+            try:
+                data = target.read_memory(at, size)
+            except TargetMemoryError:
+                break
+            hit = data.find(layout.MAGIC_BYTES)
+            while hit >= 0:
+                if hit % 8 == 0:  # the state is 8-byte aligned, so chunks need no overlap
+                    try:
+                        return Ring(target, at + hit), f" in {path}" if path else ""
+                    except OvfError:
+                        pass
+                hit = data.find(layout.MAGIC_BYTES, hit + 1)
+            at += size
+    return None
+
+
+class Ring:
+    """The validated header, control block and lazily read records of one state."""
+
+    def __init__(self, target, address):
+        self.target = target
+        self.address = address
+        self.notes = []  # lines the commands print before their output
+        try:
+            raw = target.read_memory(address, layout.HEADER_SIZE)
+        except TargetMemoryError as e:
+            raise OvfError(f"ovf: cannot read ovf_state at 0x{address:x}: {e}") from None
+        self.header, self.control = layout.decode_header(raw)
+        self._validate()
+        h = self.header
+        self.capacity = h.record_capacity
+        self.end_seq = h.write_seq
+        self.floor_seq = max(0, self.end_seq - self.capacity)
+        self._chunks = {}  # chunk number -> bytes of CHUNK_RECORDS slots
+        self._names = None
+        self._texts = {}  # name id -> escaped text
+
+    def _validate(self):
+        h = self.header
+        where = f"ovf_state at 0x{self.address:x}"
+        if h.magic == 0:
+            raise OvfError(f"ovf: the ovf runtime is loaded but its ring is not initialised yet ({where} is zero)")
+        if h.magic != layout.MAGIC:
+            raise OvfError(f"ovf: {where} holds no ovf ring (magic 0x{h.magic:016x})")
+        if h.layout_version > layout.LAYOUT_VERSION:
+            raise OvfError(f"ovf: the ring has layout version {h.layout_version}, newer than this ovf "
+                           f"debugger extension reads ({layout.LAYOUT_VERSION}); use the extension that "
+                           f"ships with the runtime (version {layout.version_text(h.runtime_version)})")
+        if h.layout_version != layout.LAYOUT_VERSION:
+            raise OvfError(f"ovf: {where} is corrupt (layout version {h.layout_version})")
+        if h.header_size != layout.HEADER_SIZE or h.record_size != layout.RECORD_SIZE:
+            raise OvfError(f"ovf: {where} is corrupt (header {h.header_size} bytes, record "
+                           f"{h.record_size} bytes; layout {layout.LAYOUT_VERSION} has "
+                           f"{layout.HEADER_SIZE} and {layout.RECORD_SIZE})")
+        cap = h.record_capacity
+        if cap == 0 or cap & (cap - 1) or cap > MAX_CAPACITY:
+            raise OvfError(f"ovf: {where} is corrupt (record capacity {cap} is not a power of two "
+                           f"up to {MAX_CAPACITY})")
+        if h.write_seq >= 1 << 62 or h.records_addr == 0:
+            raise OvfError(f"ovf: {where} is corrupt (write sequence {h.write_seq}, records at "
+                           f"0x{h.records_addr:x})")
+
+    # ------------------------------------------------------------ records
+
+    def _chunk(self, number):
+        data = self._chunks.get(number)
+        if data is None:
+            first = number * CHUNK_RECORDS
+            count = min(CHUNK_RECORDS, self.capacity - first)
+            try:
+                data = self.target.read_memory(self.header.records_addr + first * layout.RECORD_SIZE,
+                                               count * layout.RECORD_SIZE)
+            except TargetMemoryError:
+                data = b""
+            self._chunks[number] = data
+        return data
+
+    def record(self, seq):
+        """The Record written with sequence number `seq`, or a BadSlot."""
+        if seq < self.floor_seq or seq >= self.end_seq:
+            return BadSlot(seq, OVERWRITTEN if seq < self.floor_seq else TORN)
+        slot = seq & (self.capacity - 1)
+        data = self._chunk(slot // CHUNK_RECORDS)
+        offset = (slot % CHUNK_RECORDS) * layout.RECORD_SIZE
+        if len(data) < offset + layout.RECORD_SIZE:
+            return BadSlot(seq, UNREADABLE)
+        found = struct.unpack_from("<Q", data, offset)[0]
+        if found != seq:
+            return BadSlot(seq, OVERWRITTEN if found != layout.NO_SEQ and found > seq else TORN)
+        record = layout.decode_record(data, offset)
+        if record.kind == layout.KIND_EMPTY or record.kind >= len(layout.KIND_NAMES):
+            return BadSlot(seq, CORRUPT)
+        return record
+
+    def record_at(self, address):
+        """The sequence number of the slot at `address` (a record pointer), or None."""
+        offset = address - self.header.records_addr
+        if offset < 0 or offset % layout.RECORD_SIZE or offset // layout.RECORD_SIZE >= self.capacity:
+            return None
+        return offset // layout.RECORD_SIZE
+
+    # ------------------------------------------------------------ names
+
+    def name(self, name_id):
+        """The interned string `name_id` as raw bytes (b"" for a bad id)."""
+        if self._names is None:
+            self._names = self._read_names()
+        index, arena = self._names
+        if name_id >= len(index) // 8:
+            return b"<bad name id %d>" % name_id
+        offset, length = struct.unpack_from("<II", index, 8 * name_id)
+        if offset + length > len(arena):
+            return b"<bad name id %d>" % name_id
+        return arena[offset : offset + length]
+
+    def text(self, name_id):
+        """The interned string `name_id`, escaped for printing (report.escape_text)."""
+        text = self._texts.get(name_id)
+        if text is None:
+            text = self._texts[name_id] = escape_text(self.name(name_id))
+        return text
+
+    def _read_names(self):
+        h = self.header
+        count = min(h.names_count, h.names_capacity, MAX_NAMES)
+        used = min(h.names_arena_used, h.names_arena_size, MAX_ARENA)
+        try:
+            index = self.target.read_memory(h.names_index_addr, 8 * count) if count else b""
+            arena = self.target.read_memory(h.names_arena_addr, used) if used else b""
+        except TargetMemoryError as e:
+            self.notes.append(f"ovf: the string table is unreadable ({e}); names show as <bad name id>")
+            return b"", b""
+        return index, arena

@@ -1,0 +1,121 @@
+"""One debugger session's ovf state, independent of the debugger: what is
+armed, the stop breakpoint, and the decision taken when it is hit."""
+
+import os
+from dataclasses import dataclass
+
+from . import layout
+from .arming import Arming
+from .errors import OvfError
+from .event import last_event, line_fields
+from .frames import frame_at
+from .report import format_frame
+from .ring import locate
+from .summary import stop_summary
+from .target import TargetMemoryError
+
+PACKAGE_ENV = "OVF_PACKAGE_DIR"
+
+
+@dataclass
+class Decision:
+    stop: bool
+    now: str = ""  # printed at once (traced frames, which do not stop)
+    later: str = ""  # printed after the debugger has reported the stop
+
+
+class Session:
+    def __init__(self, target, package_dirs=()):
+        """`package_dirs`: where the runtime's `ovf` Python package may be (its
+        _bootstrap/ is put on the inferior's PYTHONPATH); $OVF_PACKAGE_DIR first."""
+        self.target = target
+        self.arming = Arming()
+        self.breakpoint = None
+        self._package_dirs = package_dirs
+
+    def ring(self):
+        """The ring as it is now (read afresh: the process may have run since)."""
+        return locate(self.target)
+
+    # ------------------------------------------------------------ arming
+
+    def package_dir(self):
+        candidates = [os.environ.get(PACKAGE_ENV, ""), *self._package_dirs]
+        for path in candidates:
+            if path and os.path.isfile(os.path.join(path, "_bootstrap", "sitecustomize.py")):
+                return os.path.realpath(path)
+        raise OvfError(f"ovf: cannot find the ovf Python package (a directory with _bootstrap/); "
+                       f"set {PACKAGE_ENV}=<build>/python/ovf before starting gdb, or use ovf-gdb")
+
+    def apply(self):
+        """Makes what is armed take effect: the next `run`'s environment, the
+        running process's control block, and the breakpoint. Returns a reply."""
+        kind = self.target.kind()
+        if kind == "core":
+            raise OvfError("ovf: a core file cannot be armed; `ovf frames` and `ovf status` read it")
+        reply = []
+        bootstrap = os.path.join(self.package_dir(), "_bootstrap")
+        current = self.target.get_environment("PYTHONPATH")
+        for name, value in self.arming.environment(bootstrap, current).items():
+            self.target.set_environment(name, value)
+        if kind == "live":
+            reply.append(self._write_control())
+        self.breakpoint = self.target.set_stop_breakpoint(layout.STOP_FUNCTION, self.on_breakpoint)
+        armed = "; ".join(self.arming.describe()) or "nothing"
+        reply.insert(0, f"ovf: armed: {armed}")
+        return "\n".join(line for line in reply if line) + "\n"
+
+    def _write_control(self):
+        try:
+            ring = self.ring()
+        except OvfError as e:
+            return f"{e}\novf: it takes effect at the next `run`"
+        for name, value in self.arming.control_writes(ring.control):
+            offset, data = layout.encode_control_field(name, value)
+            try:
+                self.target.write_memory(ring.address + offset, data)
+            except TargetMemoryError as e:
+                raise OvfError(f"ovf: cannot write the control block: {e}") from None
+        if ring.header.detection_state == 0:
+            return "ovf: the runtime is loaded but detects nothing yet (no model is watched)"
+        return f"ovf: the running process (pid {ring.header.pid}) is armed"
+
+    # ------------------------------------------------------------ the stop
+
+    def on_breakpoint(self):
+        """Decides, silently, whether the breakpoint's hit is a stop the user
+        wants; the texts go to the front end to print."""
+        try:
+            ring = self.ring()
+            event = last_event(ring)
+        except OvfError as e:
+            return Decision(True, later=f"{e}\n")
+        if event is None:
+            return Decision(True, later="ovf: stopped in ovf_stop_event, but the ring names no event\n")
+        record = event.record
+        module = ring.text(record.name_id)
+        decision = Decision(False)
+        chosen = None
+        for _, bit in layout.STOP_NAMES:
+            if not event.bits & bit or not self.arming.wants(bit, module, record.batch):
+                continue
+            if bit == layout.STOP_TRACED:
+                frame = frame_at(ring, event.seq)
+                if frame is not None:
+                    decision.now += format_frame(frame, ring.text) + "\n"
+                continue
+            lines = [line for b, line in event.offending if b == bit]
+            if bit in (layout.STOP_NAN, layout.STOP_INF) and self.arming.condition is not None:
+                try:
+                    lines = [line for line in lines
+                             if self.arming.condition(line_fields(ring, event, bit, line))]
+                except OvfError as e:
+                    return Decision(True, now=decision.now, later=f"{e}\n" + stop_summary(ring, event))
+                if not lines:
+                    continue
+            decision.stop = True
+            if chosen is None and lines:
+                chosen = (bit, lines[0])
+        if decision.stop:
+            decision.later = stop_summary(ring, event, chosen)
+        return decision

@@ -1,0 +1,94 @@
+"""The one-screen text printed when the debugger stops at an event."""
+
+from . import layout
+from .event import bit_name
+from .frames import previous_frame, walk_back
+from .report import COLUMN_HEADER, PREFIX, format_8_2e, format_record, reference_min_max
+
+LINES_PER_FRAME = 8  # one screen: the event's frame and the one before, cut here
+
+
+def title(ring, event):
+    """"first non-finite value (inf) at batch 2, frame 41" and the like."""
+    bits = event.bits
+    h = ring.header
+    if bits & (layout.STOP_NAN | layout.STOP_INF):
+        what = " and ".join(n for n, b in (("nan", layout.STOP_NAN), ("inf", layout.STOP_INF)) if bits & b)
+        end = event.frame.end_seq if event.frame is not None else event.seq + 1
+        first = "first " if event.seq <= h.first_nonfinite_seq < end else ""
+        text = f"{first}non-finite value ({what})"
+    elif bits & layout.STOP_ABOVE:
+        text = f"abs max above {format_8_2e(ring.control.above).strip()}"
+    elif bits & layout.STOP_BELOW:
+        text = f"non-zero abs min below {format_8_2e(ring.control.below).strip()}"
+    elif bits & layout.STOP_ABORT_AFTER:
+        return (f"batch {h.batch - 1} finished (abort-after {ring.control.abort_after_batch}); "
+                "`continue` raises the reference's ValueError")
+    else:
+        text = "traced frame"
+    if event.checkpoint is not None:
+        return f"{text} at batch {event.batch}, detect_overflow checkpoint"
+    newest = walk_back(ring, 1).frames
+    number = f", frame {h.frames_written - 1}" if newest and newest[0].seq == event.seq else ""
+    return f"{text} at batch {event.batch}{number}"
+
+
+def _counts(line):
+    dtype = layout.DTYPE_NAMES[line.dtype] if line.dtype < len(layout.DTYPE_NAMES) else "unknown"
+    finite = line.numel - line.nan_count - line.pos_inf_count - line.neg_inf_count
+    span = (f"finite abs min {format_8_2e(line.abs_min).strip()}, abs max {format_8_2e(line.abs_max).strip()}"
+            if finite > 0 else "no finite value")
+    return (f"{line.numel} {dtype} values: nan {line.nan_count}, +inf {line.pos_inf_count}, "
+            f"-inf {line.neg_inf_count}, zero {line.zero_count}; {span}")
+
+
+def _culprit(ring, event, bit, line):
+    """"blocks.1.amp (Amplifier): output abs max inf  (input[0] abs max 8.47e-01)"."""
+    record = event.record
+    if event.checkpoint is not None:
+        where = ring.text(record.name_id)
+        label = "value"
+    else:
+        where = f"{ring.text(record.name_id)} ({ring.text(record.label_id)})"
+        label = ring.text(line.label_id)
+    lo, hi = reference_min_max(line)
+    if bit == layout.STOP_BELOW:
+        value = f"non-zero abs min {format_8_2e(line.abs_min_nonzero).strip()}"
+    else:
+        value = f"abs max {format_8_2e(hi).strip()}"
+    text = f"{where}: {label} {value}"
+    inputs = [r for r in (event.frame.lines if event.frame else ()) if r.kind == layout.KIND_INPUT
+              and r.flags & layout.FLAG_HAS_STATS and r.numel and r is not line]
+    if inputs:
+        text += f"  ({ring.text(inputs[0].label_id)} abs max {format_8_2e(reference_min_max(inputs[0])[1]).strip()})"
+    return text
+
+
+def _frame_block(ring, frame, note):
+    records = [frame.header, *frame.lines]
+    text = [format_record(r, ring.text) for r in records[: LINES_PER_FRAME + 1]]
+    text[0] += f"    <- {note}"
+    if len(records) > LINES_PER_FRAME + 1:
+        text.append(f"{PREFIX} ... {len(records) - LINES_PER_FRAME - 1} more lines (ovf frames 2)")
+    return text
+
+
+def stop_summary(ring, event, chosen=None):
+    """The text for a stop at `event`; `chosen` is the (bit, line) to name, by
+    default the first offending line."""
+    out = [f"ovf: {title(ring, event)}"]
+    culprit = chosen or (event.offending[0] if event.offending else None)
+    if culprit is not None:
+        bit, line = culprit
+        out.append(f"     {_culprit(ring, event, bit, line)}")
+        out.append(f"     {bit_name(bit)} in {ring.text(line.label_id if event.frame else line.name_id)}: "
+                   f"{_counts(line)}")
+    if event.frame is not None:
+        out.append(COLUMN_HEADER)
+        before = previous_frame(ring, event.frame)
+        if before is not None:
+            out += _frame_block(ring, before, "previous frame")
+        out += _frame_block(ring, event.frame, "this frame")
+    out.append("ovf: `py-bt` shows the Python line, `ovf frames` the frames before, "
+               "`continue` runs to the next event")
+    return "\n".join(out) + "\n"
