@@ -324,6 +324,15 @@ void on_forward(PyObject* module, PyObject* args, PyObject* kwargs, PyObject* ou
   act(monitor.finish_frame(frame));
 }
 
+// One line, whatever the error's text holds (pybind11 appends a traceback).
+void report_internal_error(const char* what) {
+  std::string text(what);
+  text = text.substr(0, text.find('\n'));
+  ovf_state.control.enabled = 0;
+  py::print(py::str("ovf: internal error in a hook ({}); ovf is now disabled for this run").format(text),
+            py::arg("file") = py::module_::import("sys").attr("stderr"));
+}
+
 // Runs a hook body; an internal failure of ovf disables it with one line instead
 // of breaking the user's training step.
 template <typename Body>
@@ -335,13 +344,9 @@ void guarded(Body&& body) {
         e.matches(PyExc_KeyboardInterrupt) || e.matches(PyExc_SystemExit)) {
       throw;
     }
-    ovf_state.control.enabled = 0;
-    py::print(py::str("ovf: internal error in a hook ({}); ovf is now disabled for this run").format(e.what()),
-              py::arg("file") = py::module_::import("sys").attr("stderr"));
+    report_internal_error(e.what());
   } catch (const std::exception& e) {
-    ovf_state.control.enabled = 0;
-    py::print(py::str("ovf: internal error in a hook ({}); ovf is now disabled for this run").format(e.what()),
-              py::arg("file") = py::module_::import("sys").attr("stderr"));
+    report_internal_error(e.what());
   }
 }
 

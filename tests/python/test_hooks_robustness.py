@@ -205,3 +205,21 @@ def test_new_instance_replaces_the_previous_one():
     assert second.batch_number == 1
     assert first._handles == []
     second.remove()
+
+
+def test_an_internal_error_disables_ovf_with_one_line_and_training_goes_on(capfd):
+    # A class that claims to be a dataclass but is not: dataclasses.fields() raises
+    # inside ovf's output walk.
+    fake = type("Fake", (), {"__dataclass_fields__": 5})()
+    model = Wrapper(lambda x: fake)
+    debug = ovf.DebugUnderflowOverflow(model)
+    try:
+        assert model(torch.ones(2)) is fake
+        assert model(torch.ones(2)) is fake
+        err = capfd.readouterr().err.splitlines()
+        assert len(err) == 1
+        assert err[0].startswith("ovf: internal error in a hook (AttributeError: ")
+        assert err[0].endswith("); ovf is now disabled for this run")
+    finally:
+        debug.remove()
+        _ovf.set_control(enabled=True)
