@@ -223,3 +223,10 @@ def test_an_internal_error_disables_ovf_with_one_line_and_training_goes_on(capfd
     finally:
         debug.remove()
         _ovf.set_control(enabled=True)
+
+
+def test_remove_restores_module_call():
+    call = nn.Module.__call__
+    debug = ovf.DebugUnderflowOverflow(make_net())
+    debug.remove()
+    assert nn.Module.__call__ is call

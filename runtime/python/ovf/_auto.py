@@ -29,6 +29,10 @@ def discover(module):
         _batch_root = module
 
 
+def is_enabled():
+    return _enabled
+
+
 def _register_global_forward_hook():
     register = torch.nn.modules.module.register_module_forward_hook
     if _hooks.HOOKS_TAKE_KWARGS:

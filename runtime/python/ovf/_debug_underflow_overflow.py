@@ -67,6 +67,10 @@ class DebugUnderflowOverflow:
             _ovf.stop_session()
             _ovf.clear_modules()
             _active = None
+            from . import _auto
+
+            if not _auto.is_enabled():
+                _hooks.uninstall_kwargs_shim()
 
 
 def detect_overflow(var, ctx):

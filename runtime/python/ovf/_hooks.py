@@ -56,6 +56,14 @@ def install_kwargs_shim(force=False):
     torch.nn.Module.__call__ = _call_with_kwargs
 
 
+def uninstall_kwargs_shim():
+    """Restores nn.Module.__call__ once nothing needs keyword arguments any more."""
+    global _original_call
+    if _original_call is not None:
+        torch.nn.Module.__call__ = _original_call
+        _original_call = None
+
+
 def register_forward_hook(module):
     """Registers ovf's C++ forward hook on one module; returns the handle."""
     if HOOKS_TAKE_KWARGS:
