@@ -1,6 +1,7 @@
 """`--if EXPR`: a Python expression over an event's fields, evaluated by the
 debugger only after the runtime's own filters matched."""
 
+import ast
 import math
 
 from .errors import OvfError
@@ -29,10 +30,13 @@ class Condition:
     def __init__(self, text):
         self.text = text
         try:
-            self._code = compile(text, "--if", "eval")
+            tree = ast.parse(text, "--if", "eval")
         except SyntaxError as e:
             raise OvfError(f"ovf: --if {text!r} is not a Python expression: {e.msg}") from None
-        unknown = sorted(set(self._code.co_names) - set(FIELDS) - set(_BUILTINS))
+        self._code = compile(tree, "--if", "eval")
+        # Free names only: attributes (module.endswith) are the fields' own.
+        names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+        unknown = sorted(names - set(FIELDS) - set(_BUILTINS))
         if unknown:
             raise OvfError(f"ovf: --if {text!r} uses {', '.join(unknown)}; it may use "
                            f"{', '.join(FIELDS)}")
