@@ -26,6 +26,8 @@ Commands (each has `help ovf NAME` and --help):
 
     def invoke(self, arg, from_tty):
         self.dont_repeat()
+        if arg.strip():  # gdb hands unknown subcommands to the prefix
+            raise gdb.GdbError(f'Undefined ovf command: "{arg.split()[0]}".  Try "help ovf".')
         gdb.write(f"{self.__doc__.splitlines()[0]}\n{commands.summary()}\n")
 
 

@@ -93,6 +93,18 @@ def format_frame(frame, text):
     return "\n".join(format_record(r, text) for r in frame.records())
 
 
+def format_trace(frame, text):
+    """What the reference prints for a frame of a traced batch: detect_overflow's
+    "<label> has nans" / "has infs" lines while it builds the frame, then the
+    frame (monitor.cpp: finish_frame)."""
+    out = []
+    for r in frame.lines:
+        if r.flags & layout.FLAG_NONFINITE:
+            out += [f"{text(r.label_id)} has nans"] if r.nan_count else []
+            out += [f"{text(r.label_id)} has infs"] if r.pos_inf_count + r.neg_inf_count else []
+    return "".join(line + "\n" for line in out) + format_frame(frame, text) + "\n"
+
+
 def format_frames(frames, text):
     """Frames joined as the reference joins its saved frames."""
     return "\n".join(format_frame(f, text) for f in frames)

@@ -9,7 +9,7 @@ from .arming import Arming
 from .errors import OvfError
 from .event import last_event, line_fields
 from .frames import frame_at
-from .report import format_frame
+from .report import format_trace
 from .ring import locate
 from .summary import stop_summary
 from .target import TargetMemoryError
@@ -102,7 +102,7 @@ class Session:
             if bit == layout.STOP_TRACED:
                 frame = frame_at(ring, event.seq)
                 if frame is not None:
-                    decision.now += format_frame(frame, ring.text) + "\n"
+                    decision.now += format_trace(frame, ring.text)
                 continue
             lines = [line for b, line in event.offending if b == bit]
             if bit in (layout.STOP_NAN, layout.STOP_INF) and self.arming.condition is not None:

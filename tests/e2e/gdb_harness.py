@@ -46,12 +46,21 @@ def run_gdb(commands, args, cwd=None, timeout=TIMEOUT, env=None, load=True):
         argv += ["-x", GDB_SCRIPT]
     for command in commands:
         argv += ["-ex", command]
-    out = subprocess.run(argv + list(args), capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                         env=env or clean_env())
-    text = out.stdout + out.stderr
+    out = subprocess.run(argv + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         timeout=timeout, cwd=cwd, env=env or clean_env())
+    text = out.stdout
     assert "Traceback" not in text.replace("Traceback (most recent call first)", ""), text
     assert "Python Exception" not in text, text
     return text
+
+
+CUT = "echo ----8<----\\n"  # a gdb command whose output marks where a command's output ends
+
+
+def between(text, start, end="----8<----"):
+    """The part of `text` from `start` up to `end`."""
+    at = text.index(start)
+    return text[at : text.index(end, at)]
 
 
 def run_python(args, cwd=None, env=None, timeout=TIMEOUT):
