@@ -18,8 +18,7 @@ _session = None
 class OvfPrefix(gdb.Command):
     """Find the first inf/nan of a PyTorch run and stop there.
 
-Commands (each has `help ovf NAME` and --help):
-"""
+Each command has `help ovf NAME` and --help; docs/commands.md has them all."""
 
     def __init__(self):
         super().__init__("ovf", gdb.COMMAND_USER, gdb.COMPLETE_NONE, prefix=True)
@@ -60,7 +59,6 @@ def register(package_dirs=()):
     if _session is not None:
         return
     _session = Session(GdbTarget(), package_dirs)
-    OvfPrefix.__doc__ += commands.summary()
     OvfPrefix()
     for name in commands.COMMANDS:
         doc = commands.COMMANDS[name].__doc__.strip().splitlines()[0] + "\n\n" + commands.help_text(name)
