@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The flagship demo: an unmodified training script goes non-finite and ovf
-# names the first module, batch and tensor, with the frames that led there.
-set -uo pipefail
+# The flagship demo: an unmodified training script (examples/diverge_lr.py, a
+# T5-style model whose learning rate is too high) runs under gdb with
+# `ovf break-on-nan`; gdb stops at the first non-finite forward, shows the
+# report, the Python stack and the frames that led there.
+set -euo pipefail
 cd "$(dirname "$0")/.."
-export PYTHONPATH="$PWD/build/python" OPENBLAS_NUM_THREADS=1
-echo '$ python3 -m ovf examples/diverge_lr.py'
-/usr/bin/python3 -m ovf examples/diverge_lr.py
-status=$?
-# The script is expected to stop with ovf's NonFiniteError (exit status 1).
-[ "$status" = 1 ] && exit 0 || exit "$status"
+export OPENBLAS_NUM_THREADS=1
+commands=(-ex 'ovf break-on-nan' -ex run -ex 'py-bt' -ex 'ovf frames 6' -ex 'ovf status' -ex kill)
+printf '$ gdb/ovf-gdb -batch'; printf " %q" "${commands[@]}"; echo ' --args /usr/bin/python3 examples/diverge_lr.py'
+timeout 300 gdb/ovf-gdb -batch "${commands[@]}" --args /usr/bin/python3 examples/diverge_lr.py

@@ -222,8 +222,7 @@ Outcome Monitor::finish_frame(FrameBuilder& frame) {
   // The reference prints "<ctx> has nans/infs" while it builds the frame.
   if (line_events & (OVF_STOP_NAN | OVF_STOP_INF)) {
     for (const ovf_record& r : records) {
-      if (!(r.flags & OVF_FLAG_NONFINITE)) continue;
-      if (first == OVF_NO_SEQ) break;
+      if (r.kind == OVF_KIND_FRAME || !(r.flags & OVF_FLAG_NONFINITE)) continue;
       uint64_t expected = OVF_NO_SEQ;
       __atomic_compare_exchange_n(&ovf_state.first_nonfinite_seq, &expected, first + (&r - records.data()), false,
                                    __ATOMIC_RELEASE, __ATOMIC_RELAXED);

@@ -46,15 +46,45 @@ ReferenceMinMax reference_min_max(const ovf_record& line) {
 std::string escape_text(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (unsigned char c : text) {
+  auto hex = [&out](unsigned char c) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\x%02x", c);
+    out += buf;
+  };
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = p[i];
     if (c == '\\') {
       out += "\\\\";
+      ++i;
     } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
+      hex(c);
+      ++i;
+    } else if (c < 0x80) {
       out += static_cast<char>(c);
+      ++i;
+    } else {
+      // A well-formed UTF-8 sequence passes unless it encodes a C1 control
+      // (U+0080..U+009F); anything else is escaped byte by byte.
+      const size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+      bool valid = len > 0 && i + len <= n && c <= 0xf4;
+      uint32_t cp = len == 2 ? (c & 0x1f) : len == 3 ? (c & 0x0f) : (c & 0x07);
+      for (size_t k = 1; valid && k < len; ++k) {
+        valid = (p[i + k] & 0xc0) == 0x80;
+        cp = (cp << 6) | (p[i + k] & 0x3f);
+      }
+      if (valid) {
+        valid = !(len == 3 && cp < 0x800) && !(len == 4 && (cp < 0x10000 || cp > 0x10ffff)) &&
+                !(cp >= 0xd800 && cp <= 0xdfff) && !(cp >= 0x80 && cp <= 0x9f);
+      }
+      if (valid) {
+        out.append(text.data() + i, len);
+        i += len;
+      } else {
+        hex(c);
+        ++i;
+      }
     }
   }
   return out;
@@ -108,13 +138,13 @@ std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq,
     --seq;
     const ovf_record* r = find_record(seq);
     if (r == nullptr) break;  // overwritten: the ring holds nothing older
+    if (r->kind == OVF_KIND_CHECKPOINT) continue;
     if (frames == max_frames) {
       // Past the oldest kept frame only its batch markers still belong to it.
       if (r->kind != OVF_KIND_BATCH_START) break;
       newest_first.push_back(r);
       continue;
     }
-    if (r->kind == OVF_KIND_CHECKPOINT) continue;
     // Markers after the newest frame belong to a frame not yet written.
     if (frames == 0 && newest_first.empty() && r->kind == OVF_KIND_BATCH_START) continue;
     newest_first.push_back(r);

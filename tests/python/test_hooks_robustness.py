@@ -94,13 +94,14 @@ def test_huge_output_lists_are_truncated():
 
 
 def test_hostile_names_are_escaped_in_the_report(capsys):
-    model = nn.ModuleDict({"evil\x1b[2J\nname": nn.Linear(2, 2)})
+    name = "evil\x1b[2J\nname\u0085caf\u00e9"  # C0 controls, a C1 control (NEL), a plain accent
+    model = nn.ModuleDict({name: nn.Linear(2, 2)})
     debug = ovf.DebugUnderflowOverflow(model, on_nan="continue")
-    model["evil\x1b[2J\nname"](torch.ones(1, 2))
+    model[name](torch.ones(1, 2))
     text = _ovf.report(1)
     debug.remove()
-    assert " " * 18 + "evil\\x1b[2J\\x0aname Linear" in text.splitlines()
-    assert "\x1b" not in text
+    assert " " * 18 + "evil\\x1b[2J\\x0aname\\xc2\\x85caf\u00e9 Linear" in text.splitlines()
+    assert "\x1b" not in text and "\u0085" not in text
 
 
 def train(model, steps, debug_cls=None):

@@ -45,8 +45,11 @@ def _register_global_forward_hook():
 
 
 def enable(on_nan="raise", max_frames_to_save=21, trace_batch_nums=(), abort_after_batch_num=None,
-           module="", after_batch=0, above=None, below=None, ring_capacity=None):
-    """Turns detection on for every model this process runs. Idempotent."""
+           module="", after_batch=0, above=None, below=None, ring_capacity=None, stop_mask=None):
+    """Turns detection on for every model this process runs. Idempotent.
+
+    stop_mask: the events that stop (bits of ring.h's ovf_stop_bits); by default
+    NaN and Inf, plus above/below when those thresholds are given."""
     global _enabled
     on_event = _options.on_event_code(on_nan)
     frames = _options.max_frames(max_frames_to_save)
@@ -59,6 +62,7 @@ def enable(on_nan="raise", max_frames_to_save=21, trace_batch_nums=(), abort_aft
         _register_global_forward_hook()
         _enabled = True
     _ovf.start_session(frames, trace, abort_after, on_event)
+    explicit_mask = stop_mask
     stop_mask = _ovf.STOP_NAN | _ovf.STOP_INF
     control = {"module_glob": module, "after_batch": int(after_batch)}
     if above is not None:
@@ -67,6 +71,8 @@ def enable(on_nan="raise", max_frames_to_save=21, trace_batch_nums=(), abort_aft
     if below is not None:
         stop_mask |= _ovf.STOP_BELOW
         control["below"] = float(below)
+    if explicit_mask is not None:
+        stop_mask = explicit_mask
     _ovf.set_control(stop_mask=stop_mask, **control)
     if on_nan == "abort" and not _ovf.enable_core_dumps():
         print("ovf: core dumps are disabled by the hard limit (ulimit -H -c); on_nan=abort will "
@@ -82,4 +88,4 @@ def enable_from_environment():
     enable(on_nan=opts["on_nan"], max_frames_to_save=opts["max_frames_to_save"],
            trace_batch_nums=opts["trace_batch_nums"], abort_after_batch_num=opts["abort_after_batch_num"],
            module=opts["module"], after_batch=opts["after_batch"], above=opts["above"], below=opts["below"],
-           ring_capacity=int(capacity) if capacity else None)
+           ring_capacity=int(capacity) if capacity else None, stop_mask=opts["stop_mask"])

@@ -6,6 +6,9 @@ import os
 from . import _ovf
 
 ON_EVENT_CHOICES = ("raise", "warn", "abort", "wait", "continue")
+# OVF_STOP names, as the control block's stop bits (ring.h, enum ovf_stop_bits)
+STOP_BITS = {"nan": _ovf.STOP_NAN, "inf": _ovf.STOP_INF, "above": _ovf.STOP_ABOVE, "below": _ovf.STOP_BELOW,
+             "traced": _ovf.STOP_TRACED, "abort_after": _ovf.STOP_ABORT_AFTER}
 
 
 class OptionError(ValueError):
@@ -70,6 +73,7 @@ def from_environment(environ=None):
         "after_batch": _env_int("OVF_AFTER_BATCH", env.get("OVF_AFTER_BATCH", "0")),
         "above": None,
         "below": None,
+        "stop_mask": None,
     }
     on_event_code(opts["on_nan"], "OVF_ON_NAN")
     max_frames(opts["max_frames_to_save"], "OVF_MAX_FRAMES")
@@ -84,4 +88,18 @@ def from_environment(environ=None):
         opts["above"] = _env_float("OVF_ABOVE", env["OVF_ABOVE"])
     if env.get("OVF_BELOW", "").strip():
         opts["below"] = _env_float("OVF_BELOW", env["OVF_BELOW"])
+    if "OVF_STOP" in env:
+        opts["stop_mask"] = stop_mask(env["OVF_STOP"], "OVF_STOP")
     return opts
+
+
+def stop_mask(text, where="stop"):
+    """A comma list of STOP_BITS names (e.g. "nan,inf,traced") as the stop bits."""
+    mask = 0
+    for name in (n.strip() for n in text.split(",")):
+        if not name:
+            continue
+        if name not in STOP_BITS:
+            raise OptionError(f"ovf: {where} names events from {', '.join(STOP_BITS)}; got {name!r}")
+        mask |= STOP_BITS[name]
+    return mask
