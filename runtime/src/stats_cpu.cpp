@@ -4,7 +4,9 @@
 #include <array>
 #include <cmath>
 #include <complex>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <limits>
 
 #include "ovf/stats.h"
@@ -16,9 +18,16 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int kMaxDims = 64;  // torch's own limit on tensor rank
 
+// The best copy of the scan loops this CPU runs. OVF_SCAN_ISA=base picks the
+// baseline copy (tests run every copy; benchmarks compare them).
+detail::ScanTable choose_scan_table() {
+  const char* wanted = getenv("OVF_SCAN_ISA");
+  const bool base_only = wanted != nullptr && std::string(wanted) == "base";
+  return (__builtin_cpu_supports("avx2") && !base_only) ? detail::scan_table_avx2() : detail::scan_table_base();
+}
+
 const detail::ScanTable& scan_table() {
-  static const detail::ScanTable table =
-      __builtin_cpu_supports("avx2") ? detail::scan_table_avx2() : detail::scan_table_base();
+  static const detail::ScanTable table = choose_scan_table();
   return table;
 }
 
