@@ -104,20 +104,15 @@ class ReferenceDetector:
 
 
 class OvfMode:
-    """Turns ovf on and off around a mode's steps, kwargs shim included."""
+    """Turns ovf on and off around a mode's steps. remove() restores
+    nn.Module.__call__, so plain and reference modes run without ovf's
+    torch<2 kwargs shim and ovf's mode pays for it."""
 
     def __init__(self, ovf):
         self.ovf = ovf
-        self.hooks = getattr(ovf, "_hooks", None)
-        self.plain_call = torch.nn.Module.__call__
         self.debug = None
 
     def enter(self, model):
-        hooks = self.hooks
-        # DebugUnderflowOverflow installs the shim once per process; after the first
-        # time, put it back ourselves (it is ovf's cost, so ovf's mode pays it).
-        if hooks is not None and getattr(hooks, "_original_call", None) is not None:
-            torch.nn.Module.__call__ = hooks._call_with_kwargs
         self.debug = self.ovf.DebugUnderflowOverflow(model)
         self.start_batch = self.debug.batch_number
 
@@ -127,7 +122,6 @@ class OvfMode:
             raise RuntimeError(f"ovf counted {counted} batches in its mode, expected {expected_batches}")
         self.debug.remove()
         self.debug = None
-        torch.nn.Module.__call__ = self.plain_call  # plain and reference run without ovf's shim
 
 
 def make_step(model, batch, optimizer):
