@@ -4,24 +4,22 @@ import argparse
 import math
 
 
-def batch_number(text):
+def _integer_at_least(text, minimum, what):
     try:
         value = int(text, 10)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a batch number (an integer >= 0)") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a batch number (an integer >= 0)")
+        value = None
+    if value is None or value < minimum:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what} (an integer >= {minimum})")
     return value
+
+
+def batch_number(text):
+    return _integer_at_least(text, 0, "a batch number")
 
 
 def count(text):
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a count (an integer >= 1)") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a count (an integer >= 1)")
-    return value
+    return _integer_at_least(text, 1, "a count")
 
 
 def threshold(text):
