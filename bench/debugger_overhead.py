@@ -325,7 +325,7 @@ def spread(values):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=3, help="repetitions of every mode (>= 3 for a result)")
-    p.add_argument("--steps", type=int, default=20000, help="steps of the main run (the event in the last)")
+    p.add_argument("--steps", type=int, default=60000, help="steps of the main run (the event in the last)")
     p.add_argument("--naive-steps", type=int, default=300, help="steps of the naive breakpoint's shorter run")
     p.add_argument("--frames", type=int, default=1000, help="N of `ovf frames N` on the core")
     p.add_argument("--quick", action="store_true", help="smoke test: 1 repetition, short runs")
