@@ -43,3 +43,12 @@ def test_pid_is_the_process_id():
     from ovf import _ovf
     pid = ctypes.c_int32.from_address(_ovf.state_address() + 96).value
     assert pid == os.getpid()
+
+
+def test_package_version_matches_the_runtime_and_import_is_lazy():
+    probe = ("import sys, ovf; assert 'torch' not in sys.modules; "
+             "from ovf import _ovf; print(ovf.__version__ == _ovf.__version__)")
+    p = subprocess.run(["/usr/bin/python3", "-c", probe], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=PACKAGE_PARENT))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "True"

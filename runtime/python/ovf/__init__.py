@@ -6,11 +6,28 @@ Drop-in for ``transformers.debug_utils``::
     debug_overflow = DebugUnderflowOverflow(model)
 
 No code change: ``python3 -m ovf train.py ...``, or ``ovf break-on-nan`` in gdb/lldb.
+
+The names below load torch and the runtime on first use, so that tools that only
+read core files (``python3 -m ovf.postmortem``) start without torch.
 """
 
-from ._debug_underflow_overflow import DebugUnderflowOverflow, detect_overflow
-from ._hooks import NonFiniteError
-from ._options import OptionError
-from ._ovf import __version__
+import importlib
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "DebugUnderflowOverflow": "._debug_underflow_overflow",
+    "detect_overflow": "._debug_underflow_overflow",
+    "NonFiniteError": "._hooks",
+    "OptionError": "._options",
+}
 
 __all__ = ["DebugUnderflowOverflow", "detect_overflow", "NonFiniteError", "OptionError", "__version__"]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'ovf' has no attribute {name!r}")
