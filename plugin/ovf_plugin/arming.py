@@ -27,6 +27,9 @@ class Arming:
     trace_batches: tuple = None  # None: leave the runtime's own list alone
     trace_module: str = ""
     abort_after: int = None  # None: leave alone; -1: off
+    ops: bool = False  # break-on-nan --ops: the runtime checks every ATen op's outputs
+    backward: bool = False  # break-on-nan --backward: and the backward pass's ops
+    carriers: bool = False  # break-on-nan --carriers: also where a NaN is only passed on
     touched: set = field(default_factory=set)  # control fields a command has set
 
     # -------------------------------------------------------------- runtime side
@@ -37,7 +40,9 @@ class Arming:
                         (layout.STOP_ABOVE, self.above is not None),
                         (layout.STOP_BELOW, self.below is not None),
                         (layout.STOP_TRACED, bool(self.trace_batches)),
-                        (layout.STOP_ABORT_AFTER, self.abort_after is not None and self.abort_after >= 0)):
+                        (layout.STOP_ABORT_AFTER, self.abort_after is not None and self.abort_after >= 0),
+                        (layout.STOP_PRODUCER_ONLY, (self.nan or self.inf) and self.ops and not self.carriers),
+                        (layout.STOP_BACKWARD, self.backward)):
             mask = mask | bit if on else mask & ~bit
         return mask
 
@@ -68,6 +73,8 @@ class Arming:
             "OVF_ENABLE": "1",
             "OVF_ON_NAN": "continue",
             "OVF_STOP": ",".join(name for name, bit in layout.STOP_NAMES if self.stop_mask() & bit),
+            "OVF_OBSERVE": ",".join(name for name, on in (("ops", self.ops), ("backward", self.backward))
+                                    if on) or None,
             "OVF_MODULE": self.runtime_glob() or None,
             "OVF_AFTER_BATCH": str(self.runtime_after_batch()) if self.runtime_after_batch() else None,
             "OVF_ABOVE": repr(self.above) if self.above is not None else None,
@@ -92,10 +99,16 @@ class Arming:
             batches = list(self.trace_batches or ())
             writes += [("trace_batches", batches + [0] * (layout.MAX_TRACE_BATCHES - len(batches))),
                        ("trace_count", len(batches))]
+        if "observe" in self.touched:
+            writes.append(("observe", self.observe()))
         if "abort_after" in self.touched:
             writes.append(("abort_after_batch", -1 if self.abort_after is None else self.abort_after))
         writes.append(("generation", (control.generation + 1) & 0xFFFFFFFF))
         return writes
+
+    def observe(self):
+        """control.observe: what the runtime checks beyond module forwards."""
+        return (layout.OBSERVE_OPS if self.ops else 0) | (layout.OBSERVE_BACKWARD if self.backward else 0)
 
     # -------------------------------------------------------------- debugger side
 
@@ -111,6 +124,8 @@ class Arming:
             return self.below is not None and _matches(module, self.watch_module)
         if bit == layout.STOP_TRACED:
             return bool(self.trace_batches) and batch in self.trace_batches and _matches(module, self.trace_module)
+        if bit == layout.STOP_BACKWARD:
+            return self.backward and _matches(module, self.module) and batch >= self.after_batch
         return bit == layout.STOP_ABORT_AFTER
 
     def describe(self):
@@ -120,7 +135,11 @@ class Arming:
             what = " and ".join(w for w, on in (("nan", self.nan), ("inf", self.inf)) if on)
             lines.append(f"stop on {what}" + _where(self.module) + (
                 f" from batch {self.after_batch}" if self.after_batch else "") + (
-                f" if {self.condition.text}" if self.condition else ""))
+                f" if {self.condition.text}" if self.condition else "") + (
+                ", after every op (where a value is produced" + (
+                    ", and carried" if self.carriers else "") + ")" if self.ops else ""))
+        if self.backward:
+            lines.append("stop on nan or inf in the backward pass" + _where(self.module))
         if self.above is not None:
             lines.append(f"stop when abs max > {self.above:g}" + _where(self.watch_module))
         if self.below is not None:

@@ -10,14 +10,21 @@ from .ring import BadSlot
 @dataclass
 class Event:
     bits: int  # enum ovf_stop_bits
-    seq: int  # the FRAME (or CHECKPOINT) record
+    seq: int  # the FRAME (or CHECKPOINT, or OP_OUTPUT) record
     frame: object = None  # frames.Frame, for module events
     checkpoint: object = None  # layout.Record, for detect_overflow events
+    op: object = None  # layout.Record, for op events (the op observer)
     offending: list = field(default_factory=list)  # [(bit, line)] that caused it
 
     @property
     def record(self):
-        return self.frame.header if self.frame is not None else self.checkpoint
+        if self.frame is not None:
+            return self.frame.header
+        return self.checkpoint if self.checkpoint is not None else self.op
+
+    def module_id(self):
+        """The module the event happened in: an op's enclosing module, else the record's."""
+        return self.op.context_id if self.op is not None else self.record.name_id
 
     @property
     def batch(self):
@@ -36,6 +43,9 @@ def last_event(ring):
     if r.kind == layout.KIND_CHECKPOINT:
         event.checkpoint = r
         lines = [r]
+    elif r.kind == layout.KIND_OP_OUTPUT:
+        event.op = r
+        lines = [r]
     else:
         event.frame = frame_at(ring, r.seq)
         if event.frame is None:
@@ -51,6 +61,8 @@ def offending_lines(lines, bits, control):
     for line in lines:
         if not line.flags & layout.FLAG_HAS_STATS or line.numel == 0:
             continue
+        if bits & layout.STOP_BACKWARD and line.flags & layout.FLAG_NONFINITE:
+            found.append((layout.STOP_BACKWARD, line))
         if bits & layout.STOP_NAN and line.nan_count:
             found.append((layout.STOP_NAN, line))
         if bits & layout.STOP_INF and line.pos_inf_count + line.neg_inf_count:
@@ -70,14 +82,15 @@ def bit_name(bit):
 def line_fields(ring, event, bit, line):
     """The names an `--if` expression sees for one offending line."""
     header = event.record
-    module_id = header.name_id
     return {
         "absmax": line.abs_max, "absmin": line.abs_min, "nan": line.nan_count,
         "inf": line.pos_inf_count + line.neg_inf_count, "numel": line.numel,
-        "module": ring.text(module_id),
+        "module": ring.text(event.module_id()),
+        "op": ring.text(line.name_id) if event.op is not None else "",
+        "producer": bool(line.flags & layout.FLAG_PRODUCER),
         "cls": ring.text(header.label_id) if event.frame is not None else "",
         "batch": header.batch, "kind": layout.KIND_NAMES[line.kind],
-        "label": ring.text(line.label_id if event.frame is not None else line.name_id),
+        "label": ring.text(line.name_id if event.checkpoint is not None else line.label_id),
         "dtype": layout.DTYPE_NAMES[line.dtype] if line.dtype < len(layout.DTYPE_NAMES) else "unknown",
         "event": bit_name(bit),
     }

@@ -20,9 +20,15 @@ class Frame:
     header: layout.Record
     lines: list
     markers: list = field(default_factory=list)
+    # OP_OUTPUT records written since the frame before (op observer), in ring
+    # order: the ops that ran in this module's forward after its last child
+    # returned, or in an ancestor's between two children. Each names its module.
+    ops: list = field(default_factory=list)
 
-    def records(self):
-        return [*self.markers, self.header, *self.lines]
+    def records(self, with_ops=False):
+        """The reference's records of this frame; with_ops puts the op records
+        where they ran, before the module's own FRAME record."""
+        return [*self.markers, *(self.ops if with_ops else ()), self.header, *self.lines]
 
     @property
     def seq(self):
@@ -74,6 +80,12 @@ def walk_back(ring, count, end_seq=None, keep=None):
             break
         if r.kind == layout.KIND_CHECKPOINT:
             continue
+        if r.kind == layout.KIND_OP_OUTPUT:
+            if lines:
+                walk.inconsistent.append(r.seq)  # an op inside a frame's lines
+            elif marker_home is not None:
+                marker_home.ops.insert(0, r)
+            continue
         if r.kind == layout.KIND_BATCH_START:
             if lines:
                 walk.inconsistent.append(r.seq)  # a marker inside a frame's lines
@@ -111,10 +123,13 @@ def frame_at(ring, seq):
     frame = Frame(header=header, lines=lines)
     for marker_seq in range(seq - 1, ring.floor_seq - 1, -1):
         r = ring.record(marker_seq)
-        if isinstance(r, BadSlot) or r.kind not in (layout.KIND_BATCH_START, layout.KIND_CHECKPOINT):
+        if isinstance(r, BadSlot) or r.kind not in (layout.KIND_BATCH_START, layout.KIND_CHECKPOINT,
+                                                    layout.KIND_OP_OUTPUT):
             break
         if r.kind == layout.KIND_BATCH_START:
             frame.markers.insert(0, r)
+        elif r.kind == layout.KIND_OP_OUTPUT:
+            frame.ops.insert(0, r)
     return frame
 
 

@@ -44,6 +44,9 @@ FLAG_TRUNCATED = 1 << 4
 FLAG_ROOT = 1 << 5
 FLAG_TRACED = 1 << 6
 FLAG_WEIGHT_CACHED = 1 << 7
+FLAG_PRODUCER = 1 << 8
+FLAG_CARRIER = 1 << 9
+FLAG_BACKWARD = 1 << 10
 
 # enum ovf_stop_bits, in the order events are named
 STOP_NAN = 1 << 0
@@ -52,8 +55,16 @@ STOP_ABOVE = 1 << 2
 STOP_BELOW = 1 << 3
 STOP_TRACED = 1 << 4
 STOP_ABORT_AFTER = 1 << 5
+STOP_PRODUCER_ONLY = 1 << 6  # modifier: NaN/Inf events only where produced (or first seen)
+STOP_BACKWARD = 1 << 7
 STOP_NAMES = (("nan", STOP_NAN), ("inf", STOP_INF), ("above", STOP_ABOVE), ("below", STOP_BELOW),
-              ("traced", STOP_TRACED), ("abort_after", STOP_ABORT_AFTER))
+              ("traced", STOP_TRACED), ("abort_after", STOP_ABORT_AFTER), ("producer_only", STOP_PRODUCER_ONLY),
+              ("backward", STOP_BACKWARD))
+
+# enum ovf_observe_bits
+OBSERVE_OPS = 1 << 0
+OBSERVE_BACKWARD = 1 << 1
+NO_ID = 0xFFFFFFFF
 
 # enum ovf_on_event, index = value
 ON_EVENT_NAMES = ("raise", "warn", "abort", "wait", "continue")
@@ -90,7 +101,8 @@ RECORD_FIELDS = (
     ("device_type", 42, "B"), ("device_index", 43, "b"), ("flags", 44, "I"), ("numel", 48, "Q"),
     ("nan_count", 56, "Q"), ("pos_inf_count", 64, "Q"), ("neg_inf_count", 72, "Q"),
     ("zero_count", 80, "Q"), ("abs_min", 88, "d"), ("abs_max", 96, "d"),
-    ("abs_min_nonzero", 104, "d"), ("subnormal_count", 112, "Q"), ("reserved", 120, "Q"),
+    ("abs_min_nonzero", 104, "d"), ("subnormal_count", 112, "Q"), ("context_id", 120, "I"),
+    ("aux_id", 124, "I"),
 )
 
 CONTROL_FIELDS = (
@@ -98,6 +110,7 @@ CONTROL_FIELDS = (
     ("above", 16, "d"), ("below", 24, "d"), ("after_batch", 32, "q"),
     ("abort_after_batch", 40, "q"), ("trace_count", 48, "I"), ("wait_released", 52, "I"),
     ("trace_batches", 56, f"{MAX_TRACE_BATCHES}q"), ("module_glob", 312, f"{GLOB_SIZE}s"),
+    ("observe", 568, "I"),
 )
 
 HEADER_FIELDS = (
@@ -138,8 +151,9 @@ def decode_header(data):
         raise ValueError(f"{len(data)} bytes is shorter than the {HEADER_SIZE}-byte header")
     header = Header._make(_HEADER_ONLY_STRUCT.unpack_from(data, 0))
     values = CONTROL_STRUCT.unpack_from(data, CONTROL_OFFSET)
+    # the array trace_batches unpacks as MAX_TRACE_BATCHES values: fold them into one tuple
     trace = tuple(values[10 : 10 + MAX_TRACE_BATCHES])
-    control = Control._make(values[:10] + (trace, values[10 + MAX_TRACE_BATCHES]))
+    control = Control._make(values[:10] + (trace,) + values[10 + MAX_TRACE_BATCHES :])
     return header, control
 
 

@@ -79,6 +79,8 @@ def format_record(r, text):
     if kind == layout.KIND_CHECKPOINT:
         lo, hi = reference_min_max(r)
         return f"{format_8_2e(lo)} {format_8_2e(hi)} {text(r.name_id)}"
+    if kind == layout.KIND_OP_OUTPUT:
+        return format_op(r, text)
     label = text(r.label_id)
     if not r.flags & layout.FLAG_HAS_STATS:
         return f"{_right_17('no data' if r.flags & layout.FLAG_NO_DATA else 'unknown dtype')} {label}"
@@ -88,9 +90,31 @@ def format_record(r, text):
     return f"{format_8_2e(lo)} {format_8_2e(hi)} {label}"
 
 
-def format_frame(frame, text):
-    """A frame's text: its batch markers, its header, its lines, joined by "\\n"."""
-    return "\n".join(format_record(r, text) for r in frame.records())
+def format_op(r, text):
+    """An op record (op observer): its values like a line, then what ran where:
+    "     nan      nan output = aten::log in feat (produced here)"; a backward
+    op names the forward op whose gradient it computes."""
+    if r.flags & layout.FLAG_HAS_STATS and r.numel:
+        lo, hi = reference_min_max(r)
+        values = f"{format_8_2e(lo)} {format_8_2e(hi)}"
+    else:
+        values = _right_17("empty" if r.flags & layout.FLAG_HAS_STATS else "no data")
+    where = text(r.context_id) if r.context_id != layout.NO_ID else "(no module)"
+    if r.flags & layout.FLAG_BACKWARD:
+        origin = text(r.aux_id) if r.aux_id != layout.NO_ID else "an unknown op"
+        what = f"grad = {text(r.name_id)} for {origin} in {where}"
+    else:
+        what = f"{text(r.label_id)} = {text(r.name_id)} in {where}"
+    if r.flags & layout.FLAG_PRODUCER:
+        what += " (produced here)"
+    elif r.flags & layout.FLAG_CARRIER:
+        what += " (carried)"
+    return f"{values} {what}"
+
+
+def format_frame(frame, text, with_ops=False):
+    """A frame's text: its batch markers, (its ops,) its header, its lines, joined by "\\n"."""
+    return "\n".join(format_record(r, text) for r in frame.records(with_ops))
 
 
 def format_trace(frame, text):
@@ -105,15 +129,16 @@ def format_trace(frame, text):
     return "".join(line + "\n" for line in out) + format_frame(frame, text) + "\n"
 
 
-def format_frames(frames, text):
+def format_frames(frames, text, with_ops=False):
     """Frames joined as the reference joins its saved frames."""
-    return "\n".join(format_frame(f, text) for f in frames)
+    return "\n".join(format_frame(f, text, with_ops) for f in frames)
 
 
-def format_listing(frames, text):
-    """`ovf frames`: the reference's "Last N forward frames:" block."""
+def format_listing(frames, text, with_ops=False):
+    """`ovf frames`: the reference's "Last N forward frames:" block; with_ops
+    adds the op observer's records where the ops ran."""
     return (f"Last {len(frames)} forward frames:\n{COLUMN_HEADER}\n"
-            + (format_frames(frames, text) + "\n" if frames else ""))
+            + (format_frames(frames, text, with_ops) + "\n" if frames else ""))
 
 
 def format_detection_report(batch_number, frames, text):

@@ -93,7 +93,7 @@ class Session:
         if event is None:
             return Decision(True, later="ovf: stopped in ovf_stop_event, but the ring names no event\n")
         record = event.record
-        module = ring.text(record.name_id)
+        module = ring.text(event.module_id())
         decision = Decision(False)
         chosen = None
         for _, bit in layout.STOP_NAMES:

@@ -10,77 +10,27 @@
 #include <sys/resource.h>
 #include <unordered_map>
 
+#include "ovf/module_stack.h"
 #include "ovf/monitor.h"
+#include "ovf/op_observer.h"
 #include "ovf/report.h"
 #include "ovf/ring_writer.h"
+#include "ovf/torch_tensor.h"
 #include "ovf/version.h"
 
 namespace py = pybind11;
 
 namespace {
 
+using ovf::add_tensor_line;
 using ovf::DeviceId;
+using ovf::device_of;
+using ovf::readable_view;
 using ovf::Stats;
 using ovf::TensorView;
 
 // Structures nested deeper than this are reported as "not a tensor".
 constexpr int kMaxDepth = 8;
-
-// ------------------------------------------------------------------ tensors
-
-ovf_dtype to_ovf_dtype(at::ScalarType t) {
-  switch (t) {
-    case at::kDouble: return OVF_DTYPE_FLOAT64;
-    case at::kFloat: return OVF_DTYPE_FLOAT32;
-    case at::kHalf: return OVF_DTYPE_FLOAT16;
-    case at::kBFloat16: return OVF_DTYPE_BFLOAT16;
-    case at::kComplexFloat: return OVF_DTYPE_COMPLEX64;
-    case at::kComplexDouble: return OVF_DTYPE_COMPLEX128;
-    case at::kLong: return OVF_DTYPE_INT64;
-    case at::kInt: return OVF_DTYPE_INT32;
-    case at::kShort: return OVF_DTYPE_INT16;
-    case at::kChar: return OVF_DTYPE_INT8;
-    case at::kByte: return OVF_DTYPE_UINT8;
-    case at::kBool: return OVF_DTYPE_BOOL;
-    default: return OVF_DTYPE_UNKNOWN;
-  }
-}
-
-DeviceId device_of(const at::Tensor& t) {
-  const auto d = t.device();
-  if (d.is_cpu()) return {0, -1};
-  if (d.is_cuda()) return {1, static_cast<int8_t>(d.index())};
-  return {255, static_cast<int8_t>(d.has_index() ? d.index() : -1)};
-}
-
-// Fills `view` for a tensor whose memory this process can read on the CPU.
-bool readable_view(const at::Tensor& t, TensorView* view) {
-  if (t.layout() != at::kStrided || !t.device().is_cpu() || t.is_quantized()) return false;
-  const ovf_dtype dtype = to_ovf_dtype(t.scalar_type());
-  if (dtype == OVF_DTYPE_UNKNOWN || !t.has_storage()) return false;
-  view->data = t.numel() == 0 ? nullptr : t.data_ptr();
-  view->dtype = dtype;
-  view->ndim = static_cast<int>(t.dim());
-  view->sizes = t.sizes().data();
-  view->strides = t.strides().data();
-  view->negated = t.is_neg();
-  return true;
-}
-
-void add_tensor_line(ovf::FrameBuilder& frame, ovf_record_kind kind, uint32_t label, const at::Tensor& t) {
-  TensorView view;
-  bool readable = false;
-  try {
-    readable = readable_view(t, &view);
-  } catch (const std::exception&) {
-    readable = false;  // tensors without storage (functorch wrappers, ...) throw on data_ptr
-  }
-  if (readable) {
-    frame.add_tensor(kind, label, view, device_of(t));
-  } else {
-    frame.add_value(kind, label, OVF_FLAG_NO_DATA);
-  }
-}
 
 // ------------------------------------------------------------------ modules
 
@@ -136,12 +86,7 @@ void add_weights(ovf::FrameBuilder& frame, ModuleEntry& entry) {
     const uint32_t label = label_id(name);
     const at::Tensor& t = THPVariable_Unpack(value);
     TensorView view;
-    bool readable = false;
-    try {
-      readable = readable_view(t, &view);
-    } catch (const std::exception&) {
-    }
-    if (!readable) {
+    if (!readable_view(t, &view)) {
       frame.add_value(OVF_KIND_WEIGHT, label, OVF_FLAG_NO_DATA);
       continue;
     }
@@ -293,8 +238,10 @@ ovf::FrameBuilder& frame_builder() {
 
 // The forward hook body shared by the hooks with and without kwargs.
 void on_forward(PyObject* module, PyObject* args, PyObject* kwargs, PyObject* output) {
+  ovf::pop_module(module);
   ovf::Monitor& monitor = ovf::Monitor::instance();
   if (!monitor.active() || !ovf_state.control.enabled) return;
+  ovf::sync_op_observer();
   auto it = modules().find(module);
   if (it == modules().end()) return;  // not part of a watched model
   ModuleEntry& entry = it->second;
@@ -365,11 +312,18 @@ void forward_hook_with_kwargs(py::handle module, py::handle args, py::handle kwa
   guarded([&] { on_forward(module.ptr(), args.ptr(), kwargs.ptr(), output.ptr()); });
 }
 
-// Auto mode's global pre-hook: the first call of a module ovf has not named asks
-// Python to name it and its submodules (it becomes a root).
-void discover_pre_hook(py::handle module, py::handle /*args*/) {
-  if (modules().count(module.ptr()) || g_discover == nullptr) return;
-  guarded([&] { (*g_discover)(module); });
+// The forward pre-hook: in auto mode (global) the first call of a module ovf has
+// not named asks Python to name it and its submodules (it becomes a root). With
+// ops observed, it tells the op observer which module's forward is running.
+void forward_pre_hook(py::handle module, py::handle /*args*/) {
+  auto it = modules().find(module.ptr());
+  if (it == modules().end() && g_discover != nullptr) {
+    guarded([&] { (*g_discover)(module); });
+    it = modules().find(module.ptr());
+  }
+  if (it == modules().end() || ovf_state.control.observe == 0) return;
+  if (module.ptr() == g_root) ovf::clear_modules_on_thread();  // drops entries of forwards that raised
+  ovf::push_module(module.ptr(), it->second.name_id);
 }
 
 void watch_module(py::handle module, const std::string& name, bool is_root) {
@@ -434,7 +388,7 @@ PYBIND11_MODULE(_ovf, m) {
   m.def("forward_hook", &forward_hook, "Forward hook (module, args, output) for a watched module.");
   m.def("forward_hook_with_kwargs", &forward_hook_with_kwargs,
         "Forward hook (module, args, kwargs, output), torch >= 2.0 with_kwargs=True.");
-  m.def("discover_pre_hook", &discover_pre_hook, "Global forward pre-hook of auto mode.");
+  m.def("forward_pre_hook", &forward_pre_hook, "Forward pre-hook: names new modules (auto mode), tracks the module stack.");
   m.def("watch_module", &watch_module, py::arg("module"), py::arg("name"), py::arg("is_root"));
   m.def("is_watched", [](py::handle module) { return modules().count(module.ptr()) > 0; });
   m.def("clear_modules", &clear_modules);
@@ -487,6 +441,7 @@ PYBIND11_MODULE(_ovf, m) {
       else if (key == "above") c.above = v.cast<double>();
       else if (key == "below") c.below = v.cast<double>();
       else if (key == "after_batch") c.after_batch = v.cast<int64_t>();
+      else if (key == "observe") c.observe = v.cast<uint32_t>();
       else if (key == "module_glob") {
         const std::string glob = v.cast<std::string>();
         if (glob.size() >= OVF_GLOB_SIZE) throw py::value_error("ovf: module glob longer than 255 bytes");
@@ -509,6 +464,7 @@ PYBIND11_MODULE(_ovf, m) {
     d["after_batch"] = c.after_batch;
     d["abort_after_batch"] = c.abort_after_batch;
     d["module_glob"] = std::string(c.module_glob, strnlen(c.module_glob, OVF_GLOB_SIZE));
+    d["observe"] = c.observe;
     return d;
   });
 
@@ -522,4 +478,9 @@ PYBIND11_MODULE(_ovf, m) {
   m.attr("STOP_BELOW") = int(OVF_STOP_BELOW);
   m.attr("STOP_TRACED") = int(OVF_STOP_TRACED);
   m.attr("STOP_ABORT_AFTER") = int(OVF_STOP_ABORT_AFTER);
+  m.attr("STOP_PRODUCER_ONLY") = int(OVF_STOP_PRODUCER_ONLY);
+  m.attr("STOP_BACKWARD") = int(OVF_STOP_BACKWARD);
+  m.attr("OBSERVE_OPS") = int(OVF_OBSERVE_OPS);
+  m.attr("OBSERVE_BACKWARD") = int(OVF_OBSERVE_BACKWARD);
+  m.def("sync_op_observer", &ovf::sync_op_observer, "Arms or disarms the op observer per control.observe.");
 }

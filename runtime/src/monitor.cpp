@@ -171,6 +171,8 @@ bool Monitor::in_trace_batch(uint64_t batch) const {
 bool Monitor::module_matches(uint32_t name_id) {
   const ovf_control& c = ovf_state.control;
   if (read_control(c.module_glob[0]) == '\0') return true;
+  if (name_id == OVF_NO_ID) return false;
+  std::lock_guard<std::mutex> lock(glob_mutex_);
   const uint32_t generation = read_control(c.generation) + 1;
   if (name_id >= glob_cache_.size()) glob_cache_.resize(name_id + 1, {0, false});
   auto& entry = glob_cache_[name_id];
@@ -202,10 +204,12 @@ Outcome Monitor::finish_frame(FrameBuilder& frame) {
   auto& records = frame.records();
   const uint64_t timestamp = now_ns();
   uint32_t line_events = 0;
+  bool output_nonfinite = false, carried_in = false;
   for (ovf_record& r : records) {
     r.batch = batch;
     r.timestamp_ns = timestamp;
     if (r.kind == OVF_KIND_FRAME || !(r.flags & OVF_FLAG_HAS_STATS) || r.numel == 0) continue;
+    if (r.flags & OVF_FLAG_NONFINITE) (r.kind == OVF_KIND_OUTPUT ? output_nonfinite : carried_in) = true;
     if (r.nan_count) line_events |= OVF_STOP_NAN;
     if (r.pos_inf_count + r.neg_inf_count) line_events |= OVF_STOP_INF;
     if (is_float_dtype(r.dtype)) {
@@ -214,6 +218,12 @@ Outcome Monitor::finish_frame(FrameBuilder& frame) {
     }
   }
   if (trace_mode) records.front().flags |= OVF_FLAG_TRACED;
+  // A producer made the NaN/Inf from finite inputs and weights; a carrier got one in.
+  if (carried_in) {
+    records.front().flags |= OVF_FLAG_CARRIER;
+  } else if (output_nonfinite) {
+    records.front().flags |= OVF_FLAG_PRODUCER;
+  }
   const uint64_t first = append_records(records.data(), static_cast<uint32_t>(records.size()));
   const uint64_t end = first + records.size();
   ++ovf_state.frames_written;
@@ -266,7 +276,13 @@ Outcome Monitor::finish_frame(FrameBuilder& frame) {
   } else {
     events |= nonfinite;
   }
-  events &= read_control(c.stop_mask);
+  const uint32_t stop_mask = read_control(c.stop_mask);
+  events &= stop_mask;
+  const uint64_t first_nonfinite = __atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_ACQUIRE);
+  const bool holds_first = first <= first_nonfinite && first_nonfinite < end;
+  if ((stop_mask & OVF_STOP_PRODUCER_ONLY) && !(records.front().flags & OVF_FLAG_PRODUCER) && !holds_first) {
+    events &= ~(OVF_STOP_NAN | OVF_STOP_INF);
+  }
   if (static_cast<int64_t>(batch) < read_control(c.after_batch)) events = 0;
   if (events && !module_matches(records.front().name_id)) events = 0;
   if (events) {
@@ -329,6 +345,33 @@ Outcome Monitor::event_outcome(uint32_t events, uint64_t frame_seq, uint64_t fra
   }
   report_floor_ = frame_end;
   return out;
+}
+
+uint32_t Monitor::op_output(ovf_record& r) {
+  const ovf_control& c = ovf_state.control;
+  r.batch = ovf_state.batch;
+  r.timestamp_ns = now_ns();
+  const uint64_t seq = append_records(&r, 1);
+  if (!(r.flags & OVF_FLAG_NONFINITE)) return 0;
+  uint64_t expected = OVF_NO_SEQ;
+  const bool first = __atomic_compare_exchange_n(&ovf_state.first_nonfinite_seq, &expected, seq, false,
+                                                 __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+  ovf_state.detection_state = 2;
+  uint32_t events = (r.flags & OVF_FLAG_BACKWARD)
+                        ? static_cast<uint32_t>(OVF_STOP_BACKWARD)
+                        : (r.nan_count ? uint32_t{OVF_STOP_NAN} : 0u) |
+                              (r.pos_inf_count + r.neg_inf_count ? uint32_t{OVF_STOP_INF} : 0u);
+  const uint32_t stop_mask = read_control(c.stop_mask);
+  events &= stop_mask;
+  if ((stop_mask & OVF_STOP_PRODUCER_ONLY) && !(r.flags & OVF_FLAG_PRODUCER) && !first) events = 0;
+  if (static_cast<int64_t>(r.batch) < read_control(c.after_batch)) events = 0;
+  if (events && !module_matches(r.context_id)) events = 0;
+  if (events) {
+    ovf_state.last_event_seq = seq;
+    ovf_state.last_event_kind = events;
+    ovf_stop_event(find_record(seq), events);
+  }
+  return events;
 }
 
 bool Monitor::checkpoint(const Stats& s, ovf_dtype dtype, DeviceId device, const std::string& ctx,

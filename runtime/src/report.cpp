@@ -138,7 +138,8 @@ std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq,
     --seq;
     const ovf_record* r = find_record(seq);
     if (r == nullptr) break;  // overwritten: the ring holds nothing older
-    if (r->kind == OVF_KIND_CHECKPOINT) continue;
+    // detect_overflow checkpoints and op records are not the reference's frames.
+    if (r->kind == OVF_KIND_CHECKPOINT || r->kind == OVF_KIND_OP_OUTPUT) continue;
     if (frames == max_frames) {
       // Past the oldest kept frame only its batch markers still belong to it.
       if (r->kind != OVF_KIND_BATCH_START) break;

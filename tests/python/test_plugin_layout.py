@@ -25,13 +25,14 @@ int main() {
   F(ovf_record, device_type); F(ovf_record, device_index); F(ovf_record, flags); F(ovf_record, numel);
   F(ovf_record, nan_count); F(ovf_record, pos_inf_count); F(ovf_record, neg_inf_count);
   F(ovf_record, zero_count); F(ovf_record, abs_min); F(ovf_record, abs_max);
-  F(ovf_record, abs_min_nonzero); F(ovf_record, subnormal_count); F(ovf_record, reserved);
+  F(ovf_record, abs_min_nonzero); F(ovf_record, subnormal_count); F(ovf_record, context_id);
+  F(ovf_record, aux_id);
   first = true;
   std::printf("], \"control\": [");
   F(ovf_control, generation); F(ovf_control, enabled); F(ovf_control, stop_mask); F(ovf_control, on_event);
   F(ovf_control, above); F(ovf_control, below); F(ovf_control, after_batch);
   F(ovf_control, abort_after_batch); F(ovf_control, trace_count); F(ovf_control, wait_released);
-  F(ovf_control, trace_batches); F(ovf_control, module_glob);
+  F(ovf_control, trace_batches); F(ovf_control, module_glob); F(ovf_control, observe);
   first = true;
   std::printf("], \"header\": [");
   F(ovf_state_t, magic); F(ovf_state_t, layout_version); F(ovf_state_t, header_size);

@@ -21,6 +21,14 @@ def add_arguments(p):
                    help="only modules whose path matches, e.g. 'encoder.block.*'")
     p.add_argument("--after-batch", type=types.batch_number, default=0, metavar="N",
                    help="only in batches N and later (0-based)")
+    p.add_argument("--ops", action="store_true",
+                   help="check every ATen op's outputs: stop inside the forward, right after the op "
+                   "that produced the NaN/Inf (py-bt shows the line, py-locals its locals)")
+    p.add_argument("--backward", action="store_true",
+                   help="also stop on a NaN/Inf made by the backward pass, named by the forward op "
+                   "and module whose gradient it is")
+    p.add_argument("--carriers", action="store_true",
+                   help="with --ops: stop also at ops that only pass on a NaN/Inf they were given")
     p.add_argument("--if", dest="condition", default=None, metavar="EXPR",
                    help="a Python expression over the event's fields, evaluated by the debugger "
                    "once the runtime's filters matched: " + ", ".join(FIELDS))
@@ -34,4 +42,8 @@ def run(session, args):
     a.module = args.module
     a.after_batch = args.after_batch
     a.condition = condition
+    a.ops = args.ops or args.backward
+    a.backward = args.backward
+    a.carriers = args.carriers
+    a.touched.add("observe")
     return session.apply()

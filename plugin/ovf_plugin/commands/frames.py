@@ -25,6 +25,8 @@ def add_arguments(p):
     p.add_argument("--module", default=None, metavar="GLOB", help="only modules whose path matches")
     p.add_argument("--nonfinite", action="store_true", help="only frames with a NaN or Inf")
     p.add_argument("--json", action="store_true", help="one JSON object: frames with raw stats")
+    p.add_argument("--ops", action="store_true",
+                   help="also the op observer's records (ovf break-on-nan --ops), where the ops ran")
 
 
 def run(session, args):
@@ -42,7 +44,7 @@ def run(session, args):
     if walk.inconsistent:
         notes.append(f"ovf: {len(walk.inconsistent)} records do not belong to the frame they follow "
                      f"(first: record {walk.inconsistent[0]}); the ring may be corrupt")
-    return "".join(n + "\n" for n in notes) + format_listing(walk.frames, ring.text)
+    return "".join(n + "\n" for n in notes) + format_listing(walk.frames, ring.text, args.ops)
 
 
 def _filter(ring, args):
@@ -83,6 +85,7 @@ def _as_json(ring, walk):
                "truncated": bool(f.header.flags & layout.FLAG_TRUNCATED),
                "batch_starts": [m.batch for m in f.markers],
                "lines": [_line(ring, r) for r in f.lines]} for f in walk.frames]
-    return {"pid": h.pid, "rank": h.rank, "batch": h.batch, "write_seq": h.write_seq,
+    return {"pid": h.pid, "rank": h.rank, "local_rank": h.local_rank, "world_size": h.world_size,
+            "batch": h.batch, "write_seq": h.write_seq,
             "notes": ring.notes + ([walk.stopped_by.describe()] if walk.stopped_by else []),
             "frames": frames}

@@ -6,6 +6,7 @@
 #define OVF_MONITOR_H
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -89,7 +90,13 @@ class Monitor {
   bool checkpoint(const Stats& stats, ovf_dtype dtype, DeviceId device, const std::string& ctx,
                   std::string* text);
 
-  // Whether the control block's module glob matches this interned module path.
+  // An op's output line (OP_OUTPUT, stats, flags and context filled in): appends
+  // it and calls the stop hook for the events the control block asks for. Ops
+  // never raise: the module frame that carries the value reports it. Thread-safe.
+  uint32_t op_output(ovf_record& line);
+
+  // Whether the control block's module glob matches this interned module path
+  // (OVF_NO_ID, no module, matches only an empty glob). Thread-safe.
   bool module_matches(uint32_t module_name_id);
 
  private:
@@ -104,6 +111,7 @@ class Monitor {
   uint32_t pending_detection_ = 0; // the reference's sticky detected_overflow (NAN/INF bits)
   bool warned_ = false;  // WARN and WAIT act on the first event only
   uint64_t frames_this_batch_ = 0;
+  std::mutex glob_mutex_;  // module_matches runs on autograd threads too (backward ops)
   std::vector<std::pair<uint32_t, bool>> glob_cache_;  // by name id: (generation + 1, matches)
 };
 

@@ -29,6 +29,7 @@ extern "C" {
 #define OVF_CONTROL_OFFSET 256u
 #define OVF_CONTROL_SIZE 640u
 #define OVF_NO_SEQ UINT64_MAX  // "none" for sequence-valued fields
+#define OVF_NO_ID UINT32_MAX   // "none" for string-table ids
 #define OVF_GLOB_SIZE 256u
 #define OVF_MAX_TRACE_BATCHES 32u
 
@@ -76,6 +77,9 @@ enum ovf_record_flags {
   OVF_FLAG_ROOT = 1u << 5,        // frame: the watched model's top-level forward
   OVF_FLAG_TRACED = 1u << 6,      // frame: in a batch listed in trace_batches
   OVF_FLAG_WEIGHT_CACHED = 1u << 7,  // weight line: stats reused (version counter unchanged)
+  OVF_FLAG_PRODUCER = 1u << 8,  // non-finite output while every input (and weight) was finite
+  OVF_FLAG_CARRIER = 1u << 9,   // an input (or weight) was already non-finite
+  OVF_FLAG_BACKWARD = 1u << 10, // OP_OUTPUT: an op run by autograd's backward pass
 };
 
 // One record: a frame header or one tensor line. `seq` is written last (release)
@@ -102,7 +106,8 @@ typedef struct ovf_record {
   double abs_max;          // 96  max |x| over finite x (0 when none finite)
   double abs_min_nonzero;  // 104 min |x| over finite non-zero x (+inf when none)
   uint64_t subnormal_count;  // 112 finite non-zero |x| below the dtype's smallest normal
-  uint64_t reserved;       // 120
+  uint32_t context_id;     // 120 OP_OUTPUT: innermost module path running the op (OVF_NO_ID: none)
+  uint32_t aux_id;         // 124 backward OP_OUTPUT: the forward op whose gradient this is
 } ovf_record;
 
 // The part of the state a debugger may write (and only this part). The runtime
@@ -115,6 +120,16 @@ enum ovf_stop_bits {
   OVF_STOP_BELOW = 1u << 3,        // a line's non-zero abs min < below
   OVF_STOP_TRACED = 1u << 4,       // every frame of a traced batch
   OVF_STOP_ABORT_AFTER = 1u << 5,  // batch counter passed abort_after_batch
+  // Modifier: NAN/INF events only where the value is produced (OVF_FLAG_PRODUCER),
+  // or at the first non-finite value ever seen, not where it is carried onward.
+  OVF_STOP_PRODUCER_ONLY = 1u << 6,
+  OVF_STOP_BACKWARD = 1u << 7,     // a NaN/Inf in a backward op's output (needs OVF_OBSERVE_BACKWARD)
+};
+
+// What the runtime observes beyond module forwards (control.observe).
+enum ovf_observe_bits {
+  OVF_OBSERVE_OPS = 1u << 0,       // every ATen op's outputs, in the forward pass
+  OVF_OBSERVE_BACKWARD = 1u << 1,  // every ATen op run by the backward pass
 };
 
 // What the runtime does after it called the stop hook for an event.
@@ -139,7 +154,8 @@ typedef struct ovf_control {
   uint32_t wait_released;        // +52  WAIT mode: a debugger sets 1 to let the run go on
   int64_t trace_batches[OVF_MAX_TRACE_BATCHES];  // +56
   char module_glob[OVF_GLOB_SIZE];               // +312 fnmatch pattern on the module path; "" = all
-  uint8_t reserved[OVF_CONTROL_SIZE - 568];      // room to grow
+  uint32_t observe;                              // +568 enum ovf_observe_bits
+  uint8_t reserved[OVF_CONTROL_SIZE - 572];      // room to grow
 } ovf_control;
 
 // The exported state. Addresses are absolute in the process that wrote them.
@@ -208,6 +224,8 @@ static_assert(offsetof(ovf_record, abs_min) == 88, "layout");
 static_assert(offsetof(ovf_record, abs_max) == 96, "layout");
 static_assert(offsetof(ovf_record, abs_min_nonzero) == 104, "layout");
 static_assert(offsetof(ovf_record, subnormal_count) == 112, "layout");
+static_assert(offsetof(ovf_record, context_id) == 120, "layout");
+static_assert(offsetof(ovf_record, aux_id) == 124, "layout");
 
 static_assert(sizeof(ovf_control) == OVF_CONTROL_SIZE, "control block size is part of the layout");
 static_assert(offsetof(ovf_control, enabled) == 4, "layout");
@@ -221,6 +239,7 @@ static_assert(offsetof(ovf_control, trace_count) == 48, "layout");
 static_assert(offsetof(ovf_control, wait_released) == 52, "layout");
 static_assert(offsetof(ovf_control, trace_batches) == 56, "layout");
 static_assert(offsetof(ovf_control, module_glob) == 312, "layout");
+static_assert(offsetof(ovf_control, observe) == 568, "layout");
 
 static_assert(sizeof(ovf_state_t) == OVF_HEADER_SIZE, "header size is part of the layout");
 static_assert(offsetof(ovf_state_t, layout_version) == 8, "layout");

@@ -23,6 +23,10 @@ def _parser():
     p.add_argument("--module", default="", metavar="GLOB", help="only modules whose path matches")
     p.add_argument("--after-batch", type=int, default=0, metavar="N", help="ignore batches before N")
     p.add_argument("--ring-capacity", type=int, default=None, metavar="N", help="records kept (65536)")
+    p.add_argument("--ops", action="store_true",
+                   help="also check every ATen op's outputs: names the op (and line) that produced the NaN")
+    p.add_argument("--backward", action="store_true",
+                   help="also check the ops of the backward pass, named by the forward op they differentiate")
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     return p
@@ -37,6 +41,7 @@ def main(argv=None):
         "OVF_ABORT_AFTER": "" if args.abort_after is None else str(args.abort_after),
         "OVF_MODULE": args.module,
         "OVF_AFTER_BATCH": str(args.after_batch),
+        "OVF_OBSERVE": ",".join(name for name, on in (("ops", args.ops), ("backward", args.backward)) if on),
     }
     if args.ring_capacity is not None:
         env["OVF_RING_CAPACITY"] = str(args.ring_capacity)

@@ -45,11 +45,13 @@ def _register_global_forward_hook():
 
 
 def enable(on_nan="raise", max_frames_to_save=21, trace_batch_nums=(), abort_after_batch_num=None,
-           module="", after_batch=0, above=None, below=None, ring_capacity=None, stop_mask=None):
+           module="", after_batch=0, above=None, below=None, ring_capacity=None, stop_mask=None, observe=0):
     """Turns detection on for every model this process runs. Idempotent.
 
     stop_mask: the events that stop (bits of ring.h's ovf_stop_bits); by default
-    NaN and Inf, plus above/below when those thresholds are given."""
+    NaN and Inf, plus above/below when those thresholds are given.
+    observe: also check every ATen op's outputs (_ovf.OBSERVE_OPS) and those of
+    the backward pass (_ovf.OBSERVE_BACKWARD)."""
     global _enabled
     on_event = _options.on_event_code(on_nan)
     frames = _options.max_frames(max_frames_to_save)
@@ -58,13 +60,13 @@ def enable(on_nan="raise", max_frames_to_save=21, trace_batch_nums=(), abort_aft
     if ring_capacity is not None:
         _ovf.configure_ring(int(ring_capacity))
     if not _enabled:
-        torch.nn.modules.module.register_module_forward_pre_hook(_ovf.discover_pre_hook)
+        torch.nn.modules.module.register_module_forward_pre_hook(_ovf.forward_pre_hook)
         _register_global_forward_hook()
         _enabled = True
     _ovf.start_session(frames, trace, abort_after, on_event)
     explicit_mask = stop_mask
     stop_mask = _ovf.STOP_NAN | _ovf.STOP_INF
-    control = {"module_glob": module, "after_batch": int(after_batch)}
+    control = {"module_glob": module, "after_batch": int(after_batch), "observe": int(observe)}
     if above is not None:
         stop_mask |= _ovf.STOP_ABOVE
         control["above"] = float(above)
@@ -74,6 +76,7 @@ def enable(on_nan="raise", max_frames_to_save=21, trace_batch_nums=(), abort_aft
     if explicit_mask is not None:
         stop_mask = explicit_mask
     _ovf.set_control(stop_mask=stop_mask, **control)
+    _ovf.sync_op_observer()
     if on_nan == "abort" and not _ovf.enable_core_dumps():
         print("ovf: core dumps are disabled by the hard limit (ulimit -H -c); on_nan=abort will "
               "abort without a core file", file=__import__("sys").stderr)
@@ -88,4 +91,5 @@ def enable_from_environment():
     enable(on_nan=opts["on_nan"], max_frames_to_save=opts["max_frames_to_save"],
            trace_batch_nums=opts["trace_batch_nums"], abort_after_batch_num=opts["abort_after_batch_num"],
            module=opts["module"], after_batch=opts["after_batch"], above=opts["above"], below=opts["below"],
-           ring_capacity=int(capacity) if capacity else None, stop_mask=opts["stop_mask"])
+           ring_capacity=int(capacity) if capacity else None, stop_mask=opts["stop_mask"],
+           observe=opts["observe"])

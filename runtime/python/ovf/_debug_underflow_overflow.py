@@ -25,10 +25,15 @@ class DebugUnderflowOverflow:
             the reference), "warn" (report once, go on), "abort" (report, then abort
             so the kernel writes a core file), "wait" (report, print attach commands,
             wait for a debugger), "continue" (only record; for debuggers).
+        ops: also check the outputs of every ATen op run inside the model's forwards
+            (records name the op and the innermost module; a debugger stops right
+            after the op that produced the NaN, inside the forward).
+        backward: also check the ops of the backward pass, named by the forward op
+            and module whose gradient they compute.
     """
 
     def __init__(self, model, max_frames_to_save=21, trace_batch_nums=[], abort_after_batch_num=None,  # noqa: B006
-                 *, on_nan="raise"):
+                 *, on_nan="raise", ops=False, backward=False):
         global _active
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"ovf.DebugUnderflowOverflow: model must be a torch.nn.Module; "
@@ -49,7 +54,12 @@ class DebugUnderflowOverflow:
         for module, name in self.module_names.items():
             _ovf.watch_module(module, name, module is model)
         self._handles = [_hooks.register_forward_hook(m) for m in self.module_names]
+        observe = (_ovf.OBSERVE_OPS if ops else 0) | (_ovf.OBSERVE_BACKWARD if backward else 0)
+        if observe:  # the op observer names the innermost module: pre-hooks keep track
+            self._handles += [m.register_forward_pre_hook(_ovf.forward_pre_hook) for m in self.module_names]
         _ovf.start_session(self.max_frames_to_save, self.trace_batch_nums, abort_after, on_event)
+        _ovf.set_control(observe=observe)
+        _ovf.sync_op_observer()
         _active = self
 
     @property
@@ -64,6 +74,8 @@ class DebugUnderflowOverflow:
             handle.remove()
         self._handles = []
         if _active is self:
+            _ovf.set_control(observe=0)
+            _ovf.sync_op_observer()
             _ovf.stop_session()
             _ovf.clear_modules()
             _active = None

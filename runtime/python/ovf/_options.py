@@ -8,7 +8,8 @@ from . import _ovf
 ON_EVENT_CHOICES = ("raise", "warn", "abort", "wait", "continue")
 # OVF_STOP names, as the control block's stop bits (ring.h, enum ovf_stop_bits)
 STOP_BITS = {"nan": _ovf.STOP_NAN, "inf": _ovf.STOP_INF, "above": _ovf.STOP_ABOVE, "below": _ovf.STOP_BELOW,
-             "traced": _ovf.STOP_TRACED, "abort_after": _ovf.STOP_ABORT_AFTER}
+             "traced": _ovf.STOP_TRACED, "abort_after": _ovf.STOP_ABORT_AFTER,
+             "producer_only": _ovf.STOP_PRODUCER_ONLY, "backward": _ovf.STOP_BACKWARD}
 
 
 class OptionError(ValueError):
@@ -74,6 +75,7 @@ def from_environment(environ=None):
         "above": None,
         "below": None,
         "stop_mask": None,
+        "observe": 0,
     }
     on_event_code(opts["on_nan"], "OVF_ON_NAN")
     max_frames(opts["max_frames_to_save"], "OVF_MAX_FRAMES")
@@ -90,7 +92,23 @@ def from_environment(environ=None):
         opts["below"] = _env_float("OVF_BELOW", env["OVF_BELOW"])
     if "OVF_STOP" in env:
         opts["stop_mask"] = stop_mask(env["OVF_STOP"], "OVF_STOP")
+    opts["observe"] = observe_bits(env.get("OVF_OBSERVE", ""), "OVF_OBSERVE")
     return opts
+
+
+OBSERVE_BITS = {"ops": _ovf.OBSERVE_OPS, "backward": _ovf.OBSERVE_BACKWARD}
+
+
+def observe_bits(text, where="observe"):
+    """A comma list from "ops", "backward" as the control block's observe bits."""
+    bits = 0
+    for name in (n.strip() for n in text.split(",")):
+        if not name:
+            continue
+        if name not in OBSERVE_BITS:
+            raise OptionError(f"ovf: {where} names what to observe from ops, backward; got {name!r}")
+        bits |= OBSERVE_BITS[name]
+    return bits
 
 
 def stop_mask(text, where="stop"):

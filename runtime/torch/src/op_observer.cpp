@@ -1,0 +1,259 @@
+// RecordFunction callbacks feeding OP_OUTPUT records into the ring.
+//
+// Outputs are readable only in the end callback and inputs only in the start
+// callback (RecordFunction frees them in between), so the start callback keeps
+// references to the input tensors on a per-thread stack and the end callback
+// checks them only when an output is non-finite: that tells a producer (all
+// inputs finite) from a carrier. In-place ops overwrite their input, so theirs
+// is checked at the start instead.
+#include "ovf/op_observer.h"
+
+#include <ATen/record_function.h>
+
+#include <array>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ovf/module_stack.h"
+#include "ovf/monitor.h"
+#include "ovf/ring_writer.h"
+#include "ovf/torch_tensor.h"
+
+namespace ovf {
+namespace {
+
+// An op between its start and end callbacks.
+struct PendingOp {
+  at::RecordFunctionHandle handle = 0;
+  bool in_place = false;
+  bool input_nonfinite = false;     // in-place ops: decided at the start
+  std::vector<at::Tensor> inputs;   // other ops: checked at the end if needed
+};
+
+// A backward node (e.g. LogBackward0) whose inner ops are running.
+struct BackwardNode {
+  at::RecordFunctionHandle handle;
+  uint32_t forward_op_id;
+  uint32_t module_id;
+};
+
+// The forward op that created autograd node `seq_nr`, to name its gradient.
+// Direct-mapped by sequence number: fixed memory, newer entries win.
+struct ForwardOp {
+  int64_t seq_nr = -1;
+  uint32_t op_id = OVF_NO_ID;
+  uint32_t module_id = OVF_NO_ID;
+};
+constexpr size_t kForwardOps = 1u << 16;
+std::array<ForwardOp, kForwardOps> g_forward_ops;
+
+thread_local std::vector<PendingOp> t_pending;  // entries [0, t_depth) are live; capacity is reused
+thread_local size_t t_depth = 0;
+thread_local std::vector<BackwardNode> t_backward;
+
+std::mutex g_register_mutex;
+at::CallbackHandle g_handle = 0;
+bool g_registered = false;
+
+uint32_t read_observe() { return *const_cast<const volatile uint32_t*>(&ovf_state.control.observe); }
+
+// Op names are stable C strings of the operator registry: cache their ids.
+uint32_t op_name_id(const char* name) {
+  static thread_local std::unordered_map<const char*, uint32_t> ids;
+  auto it = ids.find(name);
+  if (it != ids.end()) return it->second;
+  const uint32_t id = intern(name);
+  ids.emplace(name, id);
+  return id;
+}
+
+uint32_t output_label_id(size_t index, size_t count) {
+  static const uint32_t plain = intern("output");
+  if (count == 1) return plain;
+  static thread_local std::vector<uint32_t> indexed;
+  while (indexed.size() <= index) indexed.push_back(intern("output[" + std::to_string(indexed.size()) + "]"));
+  return indexed[index];
+}
+
+bool ends_with(const char* s, const char* suffix) {
+  const size_t n = std::strlen(s), m = std::strlen(suffix);
+  return n >= m && std::strcmp(s + n - m, suffix) == 0;
+}
+
+// Ops whose outputs hold no values yet (fresh or resized memory): checking
+// them would find NaNs that nobody computed.
+bool writes_no_values(const char* name) {
+  static const char* const kNames[] = {"aten::empty", "aten::empty_like", "aten::empty_strided",
+                                       "aten::new_empty", "aten::new_empty_strided", "aten::resize_",
+                                       "aten::resize_as_", "aten::set_", "aten::as_strided_",
+                                       "aten::detach_", "aten::t_", "aten::transpose_",
+                                       "aten::squeeze_", "aten::unsqueeze_"};
+  for (const char* n : kNames) {
+    if (std::strcmp(name, n) == 0) return true;
+  }
+  return false;
+}
+
+bool is_in_place(const at::RecordFunction& fn) {
+  if (ends_with(fn.name(), "_")) return true;
+  const auto op = fn.operator_name();
+  return op && op->overload_name == "out";
+}
+
+bool tensor_nonfinite(const at::Tensor& t) {
+  TensorView view;
+  return readable_view(t, &view) && compute_stats_cpu(view).nonfinite();
+}
+
+template <typename Fn>
+void for_each_tensor(const c10::IValue& value, Fn&& fn) {
+  if (value.isTensor()) {
+    if (value.toTensor().defined()) fn(value.toTensor());
+  } else if (value.isTensorList()) {
+    for (const at::Tensor& t : value.toTensorList().vec()) {
+      if (t.defined()) fn(t);
+    }
+  }
+}
+
+bool in_backward() { return !t_backward.empty(); }
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  const uint32_t observe = read_observe();
+  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
+    const int64_t seq = fn.seqNr();
+    const ForwardOp& origin = g_forward_ops[static_cast<size_t>(seq) % kForwardOps];
+    const bool known = seq >= 0 && origin.seq_nr == seq;
+    t_backward.push_back({fn.handle(), known ? origin.op_id : OVF_NO_ID, known ? origin.module_id : OVF_NO_ID});
+    return nullptr;
+  }
+  const bool backward = in_backward();
+  if (!(observe & (backward ? OVF_OBSERVE_BACKWARD : OVF_OBSERVE_OPS))) return nullptr;
+  if (!backward && fn.seqNr() >= 0) {
+    g_forward_ops[static_cast<size_t>(fn.seqNr()) % kForwardOps] = {fn.seqNr(), op_name_id(fn.name()),
+                                                                    innermost_module()};
+  }
+  if (t_depth == t_pending.size()) t_pending.emplace_back();
+  PendingOp& op = t_pending[t_depth++];
+  op.handle = fn.handle();
+  op.in_place = is_in_place(fn);
+  op.input_nonfinite = false;
+  op.inputs.clear();
+  for (const c10::IValue& input : fn.inputs()) {
+    for_each_tensor(input, [&](const at::Tensor& t) {
+      if (op.in_place) {
+        op.input_nonfinite = op.input_nonfinite || tensor_nonfinite(t);
+      } else {
+        op.inputs.push_back(t);
+      }
+    });
+  }
+  return nullptr;
+}
+
+bool aliases_an_input(const at::Tensor& out, const PendingOp& op) {
+  if (!out.has_storage()) return false;
+  const void* storage = out.storage().unsafeGetStorageImpl();
+  for (const at::Tensor& in : op.inputs) {
+    if (in.has_storage() && in.storage().unsafeGetStorageImpl() == storage) return true;
+  }
+  return false;
+}
+
+void record_outputs(const at::RecordFunction& fn, PendingOp& op) {
+  const char* name = fn.name();
+  if (writes_no_values(name)) return;
+  const bool backward = in_backward();
+  const BackwardNode* node = backward ? &t_backward.back() : nullptr;
+  std::vector<at::Tensor> outputs;
+  for (const c10::IValue& value : fn.outputs()) {
+    for_each_tensor(value, [&](const at::Tensor& t) { outputs.push_back(t); });
+  }
+  bool inputs_checked = false, carried = op.input_nonfinite;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const at::Tensor& out = outputs[i];
+    // A view of an input produces no values of its own (in-place ops do).
+    if (!op.in_place && aliases_an_input(out, op)) continue;
+    TensorView view;
+    if (!readable_view(out, &view)) continue;
+    const Stats s = compute_stats_cpu(view);
+    ovf_record r;
+    std::memset(&r, 0, sizeof r);
+    r.kind = OVF_KIND_OP_OUTPUT;
+    r.frame_seq = OVF_NO_SEQ;
+    r.name_id = op_name_id(name);
+    r.label_id = output_label_id(i, outputs.size());
+    r.context_id = node != nullptr ? node->module_id : innermost_module();
+    r.aux_id = node != nullptr ? node->forward_op_id : OVF_NO_ID;
+    r.dtype = view.dtype;
+    const DeviceId device = device_of(out);
+    r.device_type = device.type;
+    r.device_index = device.index;
+    r.flags = OVF_FLAG_HAS_STATS | (s.numel == 0 ? OVF_FLAG_EMPTY : 0) | (backward ? OVF_FLAG_BACKWARD : 0);
+    if (s.nonfinite()) {
+      if (!inputs_checked) {
+        for (const at::Tensor& in : op.inputs) carried = carried || tensor_nonfinite(in);
+        inputs_checked = true;
+      }
+      r.flags |= OVF_FLAG_NONFINITE | (carried ? OVF_FLAG_CARRIER : OVF_FLAG_PRODUCER);
+    }
+    r.numel = s.numel;
+    r.nan_count = s.nan_count;
+    r.pos_inf_count = s.pos_inf_count;
+    r.neg_inf_count = s.neg_inf_count;
+    r.zero_count = s.zero_count;
+    r.subnormal_count = s.subnormal_count;
+    r.abs_min = s.abs_min;
+    r.abs_max = s.abs_max;
+    r.abs_min_nonzero = s.abs_min_nonzero;
+    Monitor::instance().op_output(r);
+  }
+}
+
+void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
+  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
+    // Pop down to this node: nodes that threw never reached their end.
+    for (size_t i = t_backward.size(); i > 0; --i) {
+      if (t_backward[i - 1].handle == fn.handle()) {
+        t_backward.resize(i - 1);
+        break;
+      }
+    }
+    return;
+  }
+  // Find this op on the pending stack; ops above it threw before their end.
+  size_t i = t_depth;
+  while (i > 0 && t_pending[i - 1].handle != fn.handle()) --i;
+  if (i == 0) return;  // started before the observer was armed, or not observed
+  PendingOp& op = t_pending[i - 1];
+  try {
+    if (Monitor::instance().active() && ovf_state.control.enabled) record_outputs(fn, op);
+  } catch (const std::exception&) {
+    // An op's outputs ovf cannot read must never fail the op itself.
+  }
+  op.inputs.clear();  // release the references now, not when the slot is reused
+  t_depth = i - 1;
+}
+
+}  // namespace
+
+void sync_op_observer() {
+  const bool wanted = read_observe() != 0;
+  if (wanted == g_registered) return;
+  std::lock_guard<std::mutex> lock(g_register_mutex);
+  if (wanted && !g_registered) {
+    g_handle = at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
+                                         .needsInputs(true)
+                                         .needsOutputs(true)
+                                         .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+    g_registered = true;
+  } else if (!wanted && g_registered) {
+    at::removeCallback(g_handle);
+    g_registered = false;
+  }
+}
+
+}  // namespace ovf

@@ -1,0 +1,56 @@
+#include "ovf/torch_tensor.h"
+
+namespace ovf {
+
+ovf_dtype to_ovf_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kDouble: return OVF_DTYPE_FLOAT64;
+    case at::kFloat: return OVF_DTYPE_FLOAT32;
+    case at::kHalf: return OVF_DTYPE_FLOAT16;
+    case at::kBFloat16: return OVF_DTYPE_BFLOAT16;
+    case at::kComplexFloat: return OVF_DTYPE_COMPLEX64;
+    case at::kComplexDouble: return OVF_DTYPE_COMPLEX128;
+    case at::kLong: return OVF_DTYPE_INT64;
+    case at::kInt: return OVF_DTYPE_INT32;
+    case at::kShort: return OVF_DTYPE_INT16;
+    case at::kChar: return OVF_DTYPE_INT8;
+    case at::kByte: return OVF_DTYPE_UINT8;
+    case at::kBool: return OVF_DTYPE_BOOL;
+    default: return OVF_DTYPE_UNKNOWN;  // fp8 arrives with torch >= 2.1 (issue 6)
+  }
+}
+
+DeviceId device_of(const at::Tensor& t) {
+  const auto d = t.device();
+  if (d.is_cpu()) return {0, -1};
+  if (d.is_cuda()) return {1, static_cast<int8_t>(d.index())};
+  return {255, static_cast<int8_t>(d.has_index() ? d.index() : -1)};
+}
+
+bool readable_view(const at::Tensor& t, TensorView* view) {
+  try {
+    if (!t.defined() || t.layout() != at::kStrided || !t.device().is_cpu() || t.is_quantized()) return false;
+    const ovf_dtype dtype = to_ovf_dtype(t.scalar_type());
+    if (dtype == OVF_DTYPE_UNKNOWN || !t.has_storage()) return false;
+    view->data = t.numel() == 0 ? nullptr : t.data_ptr();
+    view->dtype = dtype;
+    view->ndim = static_cast<int>(t.dim());
+    view->sizes = t.sizes().data();
+    view->strides = t.strides().data();
+    view->negated = t.is_neg();
+    return true;
+  } catch (const std::exception&) {
+    return false;  // tensors without storage (functorch wrappers, ...) throw on data_ptr
+  }
+}
+
+void add_tensor_line(FrameBuilder& frame, ovf_record_kind kind, uint32_t label, const at::Tensor& t) {
+  TensorView view;
+  if (readable_view(t, &view)) {
+    frame.add_tensor(kind, label, view, device_of(t));
+  } else {
+    frame.add_value(kind, label, OVF_FLAG_NO_DATA);
+  }
+}
+
+}  // namespace ovf
