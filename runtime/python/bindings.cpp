@@ -238,7 +238,7 @@ ovf::FrameBuilder& frame_builder() {
 
 // The forward hook body shared by the hooks with and without kwargs.
 void on_forward(PyObject* module, PyObject* args, PyObject* kwargs, PyObject* output) {
-  ovf::pop_module(module);
+  const uint64_t forward_start = ovf::pop_module(module);
   ovf::Monitor& monitor = ovf::Monitor::instance();
   if (!monitor.active() || !ovf_state.control.enabled) return;
   ovf::sync_op_observer();
@@ -246,7 +246,7 @@ void on_forward(PyObject* module, PyObject* args, PyObject* kwargs, PyObject* ou
   if (it == modules().end()) return;  // not part of a watched model
   ModuleEntry& entry = it->second;
   ovf::FrameBuilder& frame = frame_builder();
-  frame.begin(entry.name_id, entry.class_id, module == g_root);
+  frame.begin(entry.name_id, entry.class_id, module == g_root, forward_start);
   add_weights(frame, entry);
   std::string label = "input";
   if (args != nullptr && PyTuple_Check(args)) {
@@ -313,17 +313,18 @@ void forward_hook_with_kwargs(py::handle module, py::handle args, py::handle kwa
 }
 
 // The forward pre-hook: in auto mode (global) the first call of a module ovf has
-// not named asks Python to name it and its submodules (it becomes a root). With
-// ops observed, it tells the op observer which module's forward is running.
+// not named asks Python to name it and its submodules (it becomes a root). It
+// notes where the forward began (a producer frame made its NaN itself, not a
+// child) and which module runs (the op observer names it).
 void forward_pre_hook(py::handle module, py::handle /*args*/) {
   auto it = modules().find(module.ptr());
   if (it == modules().end() && g_discover != nullptr) {
     guarded([&] { (*g_discover)(module); });
     it = modules().find(module.ptr());
   }
-  if (it == modules().end() || ovf_state.control.observe == 0) return;
+  if (it == modules().end()) return;
   if (module.ptr() == g_root) ovf::clear_modules_on_thread();  // drops entries of forwards that raised
-  ovf::push_module(module.ptr(), it->second.name_id);
+  ovf::push_module(module.ptr(), it->second.name_id, __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE));
 }
 
 void watch_module(py::handle module, const std::string& name, bool is_root) {

@@ -13,8 +13,14 @@ namespace {
 // reported); it keeps a runaway recursion from growing memory.
 constexpr size_t kMaxDepth = 256;
 
-std::vector<std::pair<const void*, uint32_t>>& stack() {
-  static thread_local std::vector<std::pair<const void*, uint32_t>> entries;
+struct Entry {
+  const void* key;
+  uint32_t name_id;
+  uint64_t start_seq;
+};
+
+std::vector<Entry>& stack() {
+  static thread_local std::vector<Entry> entries;
   return entries;
 }
 
@@ -23,27 +29,29 @@ thread_local size_t untracked = 0;
 
 }  // namespace
 
-void push_module(const void* key, uint32_t name_id) {
+void push_module(const void* key, uint32_t name_id, uint64_t start_seq) {
   auto& s = stack();
   if (s.size() >= kMaxDepth) {
     ++untracked;
     return;
   }
-  s.emplace_back(key, name_id);
+  s.push_back({key, name_id, start_seq});
 }
 
-void pop_module(const void* key) {
+uint64_t pop_module(const void* key) {
   if (untracked > 0) {
     --untracked;
-    return;
+    return OVF_NO_SEQ;
   }
   auto& s = stack();
   for (size_t i = s.size(); i > 0; --i) {
-    if (s[i - 1].first == key) {
+    if (s[i - 1].key == key) {
+      const uint64_t start = s[i - 1].start_seq;
       s.resize(i - 1);
-      return;
+      return start;
     }
   }
+  return OVF_NO_SEQ;
 }
 
 void clear_modules_on_thread() {
@@ -53,7 +61,7 @@ void clear_modules_on_thread() {
 
 uint32_t innermost_module() {
   const auto& s = stack();
-  return s.empty() ? OVF_NO_ID : s.back().second;
+  return s.empty() ? OVF_NO_ID : s.back().name_id;
 }
 
 }  // namespace ovf

@@ -53,9 +53,10 @@ constexpr const char* kOverflowMessage =
 
 // ---------------------------------------------------------------- FrameBuilder
 
-void FrameBuilder::begin(uint32_t module_name_id, uint32_t class_name_id, bool is_root) {
+void FrameBuilder::begin(uint32_t module_name_id, uint32_t class_name_id, bool is_root, uint64_t forward_start) {
   records_.clear();
   is_root_ = is_root;
+  forward_start_ = forward_start;
   ovf_record frame = blank_record();
   frame.kind = OVF_KIND_FRAME;
   frame.name_id = module_name_id;
@@ -136,6 +137,14 @@ std::string Monitor::start_session(const SessionOptions& o) {
     if (b < 0) return "trace_batch_nums must hold batch numbers >= 0 (batches are 0-indexed)";
   }
   ovf_control& c = ovf_state.control;
+  // A session starts from the reference's behaviour: whatever an earlier
+  // session or a debugger set (stop bits, filters, thresholds, ops) is reset.
+  c.stop_mask = OVF_STOP_NAN | OVF_STOP_INF;
+  c.above = __builtin_inf();
+  c.below = 0;
+  c.after_batch = 0;
+  std::memset(c.module_glob, 0, OVF_GLOB_SIZE);
+  c.observe = 0;
   c.trace_count = static_cast<uint32_t>(o.trace_batch_nums.size());
   std::copy(o.trace_batch_nums.begin(), o.trace_batch_nums.end(), c.trace_batches);
   c.abort_after_batch = o.abort_after_batch_num;
@@ -218,14 +227,20 @@ Outcome Monitor::finish_frame(FrameBuilder& frame) {
     }
   }
   if (trace_mode) records.front().flags |= OVF_FLAG_TRACED;
-  // A producer made the NaN/Inf from finite inputs and weights; a carrier got one in.
+  // A carrier got a NaN/Inf in (an input or weight). A producer made it from
+  // finite inputs and weights itself: not one of its children or ops, so
+  // nothing non-finite was recorded since its forward began (when known).
+  const uint64_t last_nonfinite = __atomic_load_n(&last_nonfinite_seq_, __ATOMIC_ACQUIRE);
+  const bool made_inside = frame.forward_start() != OVF_NO_SEQ && last_nonfinite != OVF_NO_SEQ &&
+                           last_nonfinite >= frame.forward_start();
   if (carried_in) {
     records.front().flags |= OVF_FLAG_CARRIER;
-  } else if (output_nonfinite) {
+  } else if (output_nonfinite && !made_inside) {
     records.front().flags |= OVF_FLAG_PRODUCER;
   }
   const uint64_t first = append_records(records.data(), static_cast<uint32_t>(records.size()));
   const uint64_t end = first + records.size();
+  if (line_events & (OVF_STOP_NAN | OVF_STOP_INF)) __atomic_store_n(&last_nonfinite_seq_, first, __ATOMIC_RELEASE);
   ++ovf_state.frames_written;
   ++frames_this_batch_;
 
@@ -353,6 +368,7 @@ uint32_t Monitor::op_output(ovf_record& r) {
   r.timestamp_ns = now_ns();
   const uint64_t seq = append_records(&r, 1);
   if (!(r.flags & OVF_FLAG_NONFINITE)) return 0;
+  __atomic_store_n(&last_nonfinite_seq_, seq, __ATOMIC_RELEASE);
   uint64_t expected = OVF_NO_SEQ;
   const bool first = __atomic_compare_exchange_n(&ovf_state.first_nonfinite_seq, &expected, seq, false,
                                                  __ATOMIC_RELEASE, __ATOMIC_RELAXED);

@@ -7,13 +7,14 @@
 
 namespace ovf {
 
-// `key` identifies the module (its object address); `name_id` its interned path.
-void push_module(const void* key, uint32_t name_id);
+// `key` identifies the module (its object address); `name_id` its interned
+// path; `start_seq` the ring's write_seq when its forward began.
+void push_module(const void* key, uint32_t name_id, uint64_t start_seq);
 
-// Pops down to and including `key`. Frames above it are stale entries of
-// forwards that raised (their forward hook never ran), dropped here too.
-// Does nothing when `key` is not on the stack.
-void pop_module(const void* key);
+// Pops down to and including `key` and returns its start_seq (OVF_NO_SEQ when
+// `key` is not on the stack). Entries above it are stale: forwards that raised
+// (their forward hook never ran) are dropped here too.
+uint64_t pop_module(const void* key);
 
 // Empties this thread's stack (a new top-level forward begins).
 void clear_modules_on_thread();

@@ -28,7 +28,9 @@ struct DeviceId {
 // across calls so that steady-state hooks allocate nothing.
 class FrameBuilder {
  public:
-  void begin(uint32_t module_name_id, uint32_t class_name_id, bool is_root);
+  // `forward_start` is write_seq when the module's forward began (its pre-hook),
+  // OVF_NO_SEQ when unknown: it tells a producer from a parent of one.
+  void begin(uint32_t module_name_id, uint32_t class_name_id, bool is_root, uint64_t forward_start = OVF_NO_SEQ);
   // Computes the tensor's stats on the CPU and adds a line.
   void add_tensor(ovf_record_kind kind, uint32_t label_id, const TensorView& view, DeviceId device);
   // Adds a line whose stats were computed elsewhere (weight cache, GPU engine).
@@ -39,12 +41,14 @@ class FrameBuilder {
   void add_value(ovf_record_kind what, uint32_t label_id, uint32_t flags = 0);
   bool full() const { return records_.size() > kMaxLinesPerFrame; }
   bool is_root() const { return is_root_; }
+  uint64_t forward_start() const { return forward_start_; }
   std::vector<ovf_record>& records() { return records_; }
 
  private:
   ovf_record& add_line();
   std::vector<ovf_record> records_;
   bool is_root_ = false;
+  uint64_t forward_start_ = OVF_NO_SEQ;
 };
 
 enum class Action {
@@ -74,8 +78,9 @@ class Monitor {
  public:
   static Monitor& instance();
 
-  // Starts counting batches from 0 with fresh reference state; writes the
-  // options into the control block (a debugger may change them later).
+  // Starts counting batches from 0 with fresh reference state; resets the
+  // control block to the reference's behaviour plus these options (a debugger
+  // may change it later).
   // Returns "" or why the options were refused.
   std::string start_session(const SessionOptions& options);
   void stop_session();
@@ -110,6 +115,7 @@ class Monitor {
   uint64_t last_frame_end_ = 0;    // seq after the previous frame's last line
   uint32_t pending_detection_ = 0; // the reference's sticky detected_overflow (NAN/INF bits)
   bool warned_ = false;  // WARN and WAIT act on the first event only
+  uint64_t last_nonfinite_seq_ = OVF_NO_SEQ;  // newest record holding a NaN/Inf (atomic access)
   uint64_t frames_this_batch_ = 0;
   std::mutex glob_mutex_;  // module_matches runs on autograd threads too (backward ops)
   std::vector<std::pair<uint32_t, bool>> glob_cache_;  // by name id: (generation + 1, matches)

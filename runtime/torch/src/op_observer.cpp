@@ -131,11 +131,14 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     return nullptr;
   }
   const bool backward = in_backward();
-  if (!(observe & (backward ? OVF_OBSERVE_BACKWARD : OVF_OBSERVE_OPS))) return nullptr;
-  if (!backward && fn.seqNr() >= 0) {
+  // Every forward op with a sequence number is noted while backward is
+  // observed, checked or not: ops that make no autograd node share the next
+  // node's number, and the one that makes it comes last, so it wins the slot.
+  if (!backward && fn.seqNr() >= 0 && (observe & OVF_OBSERVE_BACKWARD)) {
     g_forward_ops[static_cast<size_t>(fn.seqNr()) % kForwardOps] = {fn.seqNr(), op_name_id(fn.name()),
                                                                     innermost_module()};
   }
+  if (!(observe & (backward ? OVF_OBSERVE_BACKWARD : OVF_OBSERVE_OPS))) return nullptr;
   if (t_depth == t_pending.size()) t_pending.emplace_back();
   PendingOp& op = t_pending[t_depth++];
   op.handle = fn.handle();
@@ -248,6 +251,7 @@ void sync_op_observer() {
     g_handle = at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
                                          .needsInputs(true)
                                          .needsOutputs(true)
+                                         .needsIds(true)  // unique handles pair each end with its start
                                          .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
     g_registered = true;
   } else if (!wanted && g_registered) {

@@ -1,0 +1,176 @@
+"""The op observer: every ATen op's outputs checked, the producing op named with
+its module, producers told from carriers, backward ops named by their forward
+op; and the model's numbers untouched."""
+
+import os
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+import ovf
+from ovf import _ovf
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "plugin"))
+from ovf_plugin import layout  # noqa: E402
+from ovf_plugin.proc_target import ProcTarget  # noqa: E402
+from ovf_plugin.ring import locate  # noqa: E402
+
+
+class Feat(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.lin(x)
+        shifted = h - 10.0
+        logged = torch.log(shifted)  # NaN is born here, in functional code
+        return logged * 2
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.feat = Feat()
+        self.head = nn.Linear(3, 1)
+
+    def forward(self, x):
+        return self.head(self.feat(x))
+
+
+def ring_now():
+    return locate(ProcTarget(os.getpid(), {"ovf_state": _ovf.state_address()}))
+
+
+def records_since(ring, start):
+    return [r for r in (ring.record(s) for s in range(start, ring.end_seq)) if hasattr(r, "kind")]
+
+
+def run_model(model, x, **options):
+    start = ring_now().end_seq
+    debug = ovf.DebugUnderflowOverflow(model, on_nan="continue", **options)
+    try:
+        out = model(x)
+    finally:
+        debug.remove()
+    ring = ring_now()
+    return out, ring, records_since(ring, start)
+
+
+def test_the_producing_op_is_named_with_its_module_and_downstream_ops_are_carriers():
+    torch.manual_seed(0)
+    _, ring, records = run_model(Model(), torch.ones(2, 3), ops=True)
+    ops = [(ring.text(r.name_id), ring.text(r.context_id), r.flags & (layout.FLAG_PRODUCER | layout.FLAG_CARRIER))
+           for r in records if r.kind == layout.KIND_OP_OUTPUT and r.flags & layout.FLAG_NONFINITE]
+    assert ops[0] == ("aten::log", "feat", layout.FLAG_PRODUCER)
+    assert ("aten::mul", "feat", layout.FLAG_CARRIER) in ops
+    assert ("aten::addmm", "head", layout.FLAG_CARRIER) in ops
+    frames = {ring.text(r.name_id): r.flags & (layout.FLAG_PRODUCER | layout.FLAG_CARRIER)
+              for r in records if r.kind == layout.KIND_FRAME}
+    # feat made the NaN inside its forward, by an op (aten::log): with ops seen, the
+    # op is the producer and feat neither; head got it in; the root neither
+    assert frames == {"feat.lin": 0, "feat": 0, "head": layout.FLAG_CARRIER, "": 0}
+    # the first non-finite record of all is the log's output
+    first = ring.record(ring.header.first_nonfinite_seq)
+    assert (first.kind, ring.text(first.name_id)) == (layout.KIND_OP_OUTPUT, "aten::log")
+
+
+def test_producer_only_stops_at_the_log_not_at_its_carriers():
+    torch.manual_seed(0)
+    model = Model()
+    debug = ovf.DebugUnderflowOverflow(model, on_nan="continue", ops=True)
+    _ovf.set_control(stop_mask=_ovf.STOP_NAN | _ovf.STOP_INF | _ovf.STOP_PRODUCER_ONLY)
+    try:
+        model(torch.ones(2, 3))
+        ring = ring_now()
+        event = ring.record(ring.header.last_event_seq)
+        assert (ring.text(event.name_id), ring.text(event.context_id)) == ("aten::log", "feat")
+        # non-finite records came after it (carriers), and none of them stopped
+        later = [r for r in records_since(ring, event.seq + 1) if r.flags & layout.FLAG_NONFINITE]
+        assert later and all(not r.flags & layout.FLAG_PRODUCER for r in later)
+    finally:
+        debug.remove()
+
+
+def test_in_place_ops_are_judged_before_they_overwrite_their_input():
+    class InPlace(nn.Module):
+        def forward(self, x):
+            y = x.clone()
+            y.log_()  # produces NaN in place: the input was finite before
+            return y.mul_(2)  # carries it, in place
+
+    _, ring, records = run_model(InPlace(), torch.tensor([-1.0, 2.0]), ops=True)
+    nonfinite = [(ring.text(r.name_id), r.flags & (layout.FLAG_PRODUCER | layout.FLAG_CARRIER))
+                 for r in records if r.kind == layout.KIND_OP_OUTPUT and r.flags & layout.FLAG_NONFINITE]
+    assert nonfinite[:2] == [("aten::log_", layout.FLAG_PRODUCER), ("aten::mul_", layout.FLAG_CARRIER)]
+
+
+def test_uninitialised_memory_and_views_are_not_reported():
+    class Fresh(nn.Module):
+        def forward(self, x):
+            e = torch.empty(4)  # whatever bytes were there: no values yet
+            v = x.view(-1)  # a view produces nothing new
+            return v + e.zero_()
+
+    _, ring, records = run_model(Fresh(), torch.ones(2, 2), ops=True)
+    names = [ring.text(r.name_id) for r in records if r.kind == layout.KIND_OP_OUTPUT]
+    assert "aten::empty" not in names and "aten::view" not in names
+    assert "aten::zero_" in names and "aten::add" in names
+
+
+def test_backward_ops_are_named_by_their_forward_op_and_module():
+    class SqrtLoss(nn.Module):
+        def forward(self, x):
+            return torch.sqrt(x).sum()  # finite forward at 0, d/dx sqrt(0) = inf in backward
+
+    model = SqrtLoss()
+    x = torch.tensor([0.0, 4.0], requires_grad=True)
+    debug = ovf.DebugUnderflowOverflow(model, on_nan="continue", backward=True)
+    start = ring_now().end_seq
+    try:
+        model(x).backward()
+    finally:
+        debug.remove()
+    ring = ring_now()
+    grads = [r for r in records_since(ring, start)
+             if r.kind == layout.KIND_OP_OUTPUT and r.flags & layout.FLAG_BACKWARD and r.flags & layout.FLAG_NONFINITE]
+    assert grads, "no non-finite backward op recorded"
+    first = grads[0]
+    assert (ring.text(first.aux_id), ring.text(first.context_id)) == ("aten::sqrt", "")
+    assert first.flags & layout.FLAG_PRODUCER
+    assert torch.isinf(x.grad[0])
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_outputs_and_gradients_are_bit_identical_with_ops_observed(backward):
+    from models import batch_inputs, make_net
+
+    def train(observe):
+        model = make_net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        debug = ovf.DebugUnderflowOverflow(model, ops=True, backward=backward) if observe else None
+        seen = []
+        for step in range(3):
+            out = model(batch_inputs(step))
+            out.pow(2).mean().backward()
+            seen += [out.detach().clone()] + [p.grad.clone() for p in model.parameters()]
+            opt.step()
+            opt.zero_grad()
+        if debug:
+            debug.remove()
+        return seen
+
+    for a, b in zip(train(False), train(True)):
+        assert torch.equal(a, b)
+
+
+def test_removing_the_watcher_disarms_the_observer():
+    model = Model()
+    run_model(model, torch.ones(2, 3), ops=True)
+    assert _ovf.control()["observe"] == 0
+    before = ring_now().end_seq
+    torch.log(torch.tensor([-1.0]))  # no observer: nothing written
+    assert ring_now().end_seq == before
