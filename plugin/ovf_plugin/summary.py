@@ -3,6 +3,7 @@
 from . import layout
 from .event import bit_name
 from .frames import previous_frame, walk_back
+from .identity import rank_text
 from .report import COLUMN_HEADER, PREFIX, format_8_2e, format_record, reference_min_max
 
 LINES_PER_FRAME = 8  # one screen: the event's frame and the one before, cut here
@@ -12,11 +13,15 @@ def title(ring, event):
     """"first non-finite value (inf) at batch 2, frame 41" and the like."""
     bits = event.bits
     h = ring.header
-    if bits & (layout.STOP_NAN | layout.STOP_INF):
-        what = " and ".join(n for n, b in (("nan", layout.STOP_NAN), ("inf", layout.STOP_INF)) if bits & b)
+    if bits & (layout.STOP_NAN | layout.STOP_INF | layout.STOP_BACKWARD):
+        line = event.op or (event.offending[0][1] if event.offending else None)
+        kinds = (("nan", bool(line and line.nan_count)), ("inf", bool(line and line.pos_inf_count + line.neg_inf_count)))
+        if not bits & layout.STOP_BACKWARD:
+            kinds = (("nan", bits & layout.STOP_NAN), ("inf", bits & layout.STOP_INF))
+        what = " and ".join(n for n, on in kinds if on)
         end = event.frame.end_seq if event.frame is not None else event.seq + 1
         first = "first " if event.seq <= h.first_nonfinite_seq < end else ""
-        text = f"{first}non-finite value ({what})"
+        text = f"{first}non-finite value ({what})" + (" in the backward pass" if bits & layout.STOP_BACKWARD else "")
     elif bits & layout.STOP_ABOVE:
         text = f"abs max above {format_8_2e(ring.control.above).strip()}"
     elif bits & layout.STOP_BELOW:
@@ -28,6 +33,12 @@ def title(ring, event):
         text = "traced frame"
     if event.checkpoint is not None:
         return f"{text} at batch {event.batch}, detect_overflow checkpoint"
+    if event.op is not None:
+        op = event.op
+        role = (", produced here" if op.flags & layout.FLAG_PRODUCER
+                else ", carried in" if op.flags & layout.FLAG_CARRIER else "")
+        module = ring.text(op.context_id) if op.context_id != layout.NO_ID else "no module"
+        return f"{text} at batch {event.batch}, op {ring.text(op.name_id)} in {module}{role}"
     newest = walk_back(ring, 1).frames
     number = f", frame {h.frames_written - 1}" if newest and newest[0].seq == event.seq else ""
     return f"{text} at batch {event.batch}{number}"
@@ -48,6 +59,10 @@ def _culprit(ring, event, bit, line):
     if event.checkpoint is not None:
         where = ring.text(record.name_id)
         label = "value"
+    elif event.op is not None:
+        module = ring.text(record.context_id) if record.context_id != layout.NO_ID else "(no module)"
+        where = f"{module}: {ring.text(record.name_id)}"
+        label = ring.text(line.label_id)
     else:
         where = f"{ring.text(record.name_id)} ({ring.text(record.label_id)})"
         label = ring.text(line.label_id)
@@ -76,12 +91,14 @@ def _frame_block(ring, frame, note):
 def stop_summary(ring, event, chosen=None):
     """The text for a stop at `event`; `chosen` is the (bit, line) to name, by
     default the first offending line."""
-    out = [f"ovf: {title(ring, event)}"]
+    # Under torchrun every rank may stop: say which one this is.
+    rank = rank_text(ring.header)
+    out = [f"ovf: {rank + ': ' if rank else ''}{title(ring, event)}"]
     culprit = chosen or (event.offending[0] if event.offending else None)
     if culprit is not None:
         bit, line = culprit
         out.append(f"     {_culprit(ring, event, bit, line)}")
-        out.append(f"     {bit_name(bit)} in {ring.text(line.label_id if event.frame else line.name_id)}: "
+        out.append(f"     {bit_name(bit)} in {ring.text(line.name_id if event.checkpoint else line.label_id)}: "
                    f"{_counts(line)}")
     if event.frame is not None:
         out.append(COLUMN_HEADER)
@@ -89,6 +106,14 @@ def stop_summary(ring, event, chosen=None):
         if before is not None:
             out += _frame_block(ring, before, "previous frame")
         out += _frame_block(ring, event.frame, "this frame")
+    if event.op is not None:
+        # The module's forward is still running: show the last frame that
+        # finished before the op, then the op itself.
+        out.append(COLUMN_HEADER)
+        before = walk_back(ring, 1, end_seq=event.seq).frames
+        if before:
+            out += _frame_block(ring, before[0], "last frame before the op")
+        out.append(f"{format_record(event.op, ring.text)}    <- this op")
     out.append("ovf: `py-bt` shows the Python line, `ovf frames` the frames before, "
                "`continue` runs to the next event")
     return "\n".join(out) + "\n"

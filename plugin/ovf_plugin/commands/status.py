@@ -9,6 +9,7 @@ import datetime
 from .. import layout
 from ..errors import OvfError
 from ..event import last_event
+from ..identity import process_text
 from ..ring import BadSlot
 
 NAME = "status"
@@ -42,12 +43,10 @@ def _ring_lines(ring):
     h, c = ring.header, ring.control
     started = datetime.datetime.fromtimestamp(h.start_time_ns / 1e9).strftime("%Y-%m-%d %H:%M:%S") \
         if 0 < h.start_time_ns < 1 << 62 else "?"
-    rank = f"rank {h.rank} of {h.world_size}" if h.rank >= 0 else "not distributed"
-    device = "cpu" if h.device_index < 0 else f"cuda:{h.device_index}"
     out = [
         f"ovf runtime {layout.version_text(h.runtime_version)}, ring layout {h.layout_version}, "
         f"state at 0x{ring.address:x}",
-        f"process {h.pid} ({rank}, {device}), started {started}",
+        f"{process_text(h)}, started {started}",
         f"detection: {_name(layout.DETECTION_STATES, h.detection_state)}; batch {h.batch}; "
         f"{h.frames_written} frames, {h.write_seq} records written; the ring keeps {ring.capacity}",
         f"runtime: {'enabled' if c.enabled else 'disabled'}, on event: {_name(layout.ON_EVENT_NAMES, c.on_event)}, "
@@ -58,10 +57,10 @@ def _ring_lines(ring):
         + (", trace batches " + ",".join(map(str, c.traced)) if c.traced else "")
         + (f", abort after batch {c.abort_after_batch}" if c.abort_after_batch >= 0 else ""),
     ]
-    out.append("first non-finite: " + _describe_seq(ring, h.first_nonfinite_seq))
+    out.append("first non-finite: " + describe_seq(ring, h.first_nonfinite_seq))
     event = last_event(ring)
     if event is not None:
-        out.append(f"last event: {_bits(event.bits)} at " + _describe_seq(ring, event.seq))
+        out.append(f"last event: {_bits(event.bits)} at " + describe_seq(ring, event.seq))
     return out
 
 
@@ -69,7 +68,8 @@ def _bits(mask):
     return ", ".join(name for name, bit in layout.STOP_NAMES if mask & bit)
 
 
-def _describe_seq(ring, seq):
+def describe_seq(ring, seq):
+    """"record 124, batch 2, blocks.1.amp (Amplifier) output" and the like."""
     if seq == layout.NO_SEQ:
         return "none"
     r = ring.record(seq)
