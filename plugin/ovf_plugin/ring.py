@@ -26,6 +26,10 @@ UNREADABLE = "unreadable"  # not in memory / not in the core
 CORRUPT = "corrupt"  # a kind the layout does not define
 
 
+class NewerLayoutError(OvfError):
+    """A ring header that is valid but of a layout newer than this reader's."""
+
+
 class BadSlot:
     """Stands for a record that cannot be shown, and says why."""
 
@@ -50,23 +54,26 @@ def locate(target):
         except OvfError as e:
             problem = e
     missing = target.missing_library("libovf_runtime")
+    hint = "; " + target.library_hint() if missing and target.library_hint() else ""
     # A live process's symbol is the truth; a core's may come from a library
     # that was rebuilt or moved since the core was written, so look for the ring.
+    newer = []  # rings the scan found but cannot read: worth saying rather than "no ring"
     if kind == "core":
-        found = scan_for_state(target)
+        found = scan_for_state(target, newer)
         if found is not None:
             ring, where = found
             why = "ovf_state points at no ring" if address is not None else "no symbol ovf_state"
             ring.notes.append(f"ovf: found the ring by scanning memory at 0x{ring.address:x}{where} ({why})")
             if missing:
-                ring.notes.append(f"ovf: the runtime library {missing} was not found; "
-                                  "point the debugger at it with: set solib-search-path DIR")
+                ring.notes.append(f"ovf: the runtime library {missing} was not found" + hint)
             return ring
+    if newer:
+        raise newer[0]
     if problem is not None:
         raise problem
     if missing:
         raise OvfError(f"ovf: the runtime library {missing} was not found and no ring was found in "
-                       "memory; point the debugger at it with: set solib-search-path DIR")
+                       "memory" + hint)
     if kind == "core":
         raise OvfError("ovf: no ovf ring in this core file (no symbol ovf_state, and no ring "
                        "header in its memory)")
@@ -86,8 +93,9 @@ def _scan_order(regions):
     return [regions[i] for i in sorted(range(len(regions)), key=rank)]
 
 
-def scan_for_state(target):
-    """(Ring, " in <path>") for the first valid ring header in writable memory, or None."""
+def scan_for_state(target, newer=None):
+    """(Ring, " in <path>") for the first valid ring header in writable memory,
+    or None; ring headers of a newer layout are appended to `newer`."""
     for start, end, path in _scan_order(list(target.memory_regions())):
         at = start
         while at < end:
@@ -101,8 +109,11 @@ def scan_for_state(target):
                 if hit % 8 == 0:  # the state is 8-byte aligned, so chunks need no overlap
                     try:
                         return Ring(target, at + hit), f" in {path}" if path else ""
+                    except NewerLayoutError as e:
+                        if newer is not None:
+                            newer.append(e)
                     except OvfError:
-                        pass
+                        pass  # the magic's 8 bytes by chance
                 hit = data.find(layout.MAGIC_BYTES, hit + 1)
             at += size
     return None
@@ -137,7 +148,7 @@ class Ring:
         if h.magic != layout.MAGIC:
             raise OvfError(f"ovf: {where} holds no ovf ring (magic 0x{h.magic:016x})")
         if h.layout_version > layout.LAYOUT_VERSION:
-            raise OvfError(f"ovf: the ring has layout version {h.layout_version}, newer than this ovf "
+            raise NewerLayoutError(f"ovf: the ring has layout version {h.layout_version}, newer than this ovf "
                            f"debugger extension reads ({layout.LAYOUT_VERSION}); use the extension that "
                            f"ships with the runtime (version {layout.version_text(h.runtime_version)})")
         if h.layout_version != layout.LAYOUT_VERSION:

@@ -41,6 +41,11 @@ class Target(abc.ABC):
         process had loaded but the debugger could not open, or None."""
         return None
 
+    def library_hint(self):
+        """How the user points this debugger at a library that moved; "" if
+        there is no such setting."""
+        return "point the debugger at it with: set solib-search-path DIR"
+
     @abc.abstractmethod
     def set_stop_breakpoint(self, function, callback):
         """Puts an ordinary, user-visible breakpoint on `function` (pending until

@@ -1,0 +1,185 @@
+"""A Target over an ELF core file, read with pyelftools: no debugger needed.
+
+A kernel core and gdb's `gcore` both hold the process's writable memory as
+PT_LOAD segments and, in the NT_FILE note, which file was mapped where. That
+is enough to find the runtime: NT_FILE gives libovf_runtime.so's load address,
+the library's own .dynsym gives `ovf_state`'s offset in it. If the library has
+moved or been rebuilt since the core was written, ring.locate falls back to
+scanning the writable segments for the ring's magic, as the gdb side does.
+
+The core is untrusted input: every failure of pyelftools on a garbage or
+truncated file becomes one OvfError line.
+"""
+
+import bisect
+import os
+
+from .errors import OvfError
+from .target import Target, TargetMemoryError
+
+try:
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+except ImportError:  # the debuggers' Python may lack it; only this target needs it
+    ELFFile = ELFError = None
+
+RUNTIME_LIBRARY = "libovf_runtime"
+PF_W = 2
+# pyelftools reports a short or malformed file by any of these, not only ELFError.
+_PARSE_ERRORS = (ValueError, KeyError, IndexError, EOFError, OSError, AssertionError, TypeError,
+                 AttributeError, UnicodeDecodeError, ArithmeticError)
+
+
+def _parse_errors():
+    from elftools.construct import ConstructError  # pyelftools' vendored construct
+
+    return (ELFError, ConstructError, *_PARSE_ERRORS)
+
+
+class CoreTarget(Target):
+    def __init__(self, path):
+        if ELFFile is None:
+            raise OvfError("ovf: reading a core file needs pyelftools (Debian: apt install python3-pyelftools)")
+        self.path = path
+        try:
+            self._file = open(path, "rb")
+        except OSError as e:
+            raise OvfError(f"ovf: cannot open {path}: {e.strerror}") from None
+        try:
+            self._load()
+        except OvfError:
+            self.close()
+            raise
+        except _parse_errors() as e:
+            self.close()
+            raise OvfError(f"ovf: {path} is not a readable core file (truncated or corrupt: {e})") from None
+
+    def _load(self):
+        size = os.fstat(self._file.fileno()).st_size
+        if self._file.read(4) != b"\x7fELF":
+            raise OvfError(f"ovf: {self.path} is not a core file (not an ELF file)")
+        self._file.seek(0)
+        elf = ELFFile(self._file)
+        if elf.header.e_type != "ET_CORE":
+            raise OvfError(f"ovf: {self.path} is not a core file (an ELF {elf.header.e_type} file)")
+        self._segments = []  # (vaddr, end, file offset, bytes in the file, writable), by vaddr
+        self.mappings = []  # NT_FILE: (start, end, file offset, path)
+        self.expected_size = size  # what the program headers promise; more if the file was cut short
+        for segment in elf.iter_segments():
+            h = segment.header
+            self.expected_size = max(self.expected_size, h.p_offset + h.p_filesz)
+            if h.p_type == "PT_LOAD":
+                # Bytes past the end of a truncated core are not there to read.
+                in_file = max(0, min(h.p_filesz, size - h.p_offset))
+                self._segments.append((h.p_vaddr, h.p_vaddr + h.p_memsz, h.p_offset, in_file,
+                                       bool(h.p_flags & PF_W)))
+            elif h.p_type == "PT_NOTE" and h.p_offset + h.p_filesz <= size:
+                self.mappings += _file_mappings(segment)
+        self._segments.sort()
+        self._starts = [s[0] for s in self._segments]
+        self._symbols = {}
+        self.size = size
+
+    def close(self):
+        self._file.close()
+
+    # ------------------------------------------------------------ Target
+
+    def kind(self):
+        return "core"
+
+    def read_memory(self, address, size):
+        out = bytearray()
+        at = address
+        while len(out) < size:
+            i = bisect.bisect_right(self._starts, at) - 1
+            if i < 0 or at >= self._segments[i][1]:
+                raise TargetMemoryError(f"0x{at:x} is not in the core file")
+            start, end, offset, in_file, _ = self._segments[i]
+            available = min(end, start + in_file) - at
+            if available <= 0:
+                raise TargetMemoryError(f"0x{at:x} was not dumped into the core file (or the file is cut short)")
+            want = min(available, size - len(out))
+            self._file.seek(offset + at - start)
+            chunk = self._file.read(want)
+            if len(chunk) != want:
+                raise TargetMemoryError(f"cannot read 0x{at:x} from the core file")
+            out += chunk
+            at += want
+        return bytes(out)
+
+    def write_memory(self, address, data):
+        raise TargetMemoryError("a core file is read-only")
+
+    def find_data_symbol(self, name):
+        if name not in self._symbols:
+            self._symbols[name] = self._lookup(name)
+        return self._symbols[name]
+
+    def memory_regions(self):
+        """Writable segments, each named by the file mapped at its start (an
+        anonymous one, such as a library's .bss, by nothing)."""
+        regions = []
+        for start, end, _, in_file, writable in self._segments:
+            if writable and in_file:
+                path = next((p for a, b, _, p in self.mappings if a <= start < b), "")
+                regions.append((start, start + in_file, path))
+        return regions
+
+    def missing_library(self, name_part):
+        for _, _, _, path in self.mappings:
+            if name_part in os.path.basename(path) and not os.path.isfile(path):
+                return path
+        return None
+
+    def library_hint(self):
+        return ""  # nothing to point: the scan is all a core reader without a debugger can do
+
+    def set_stop_breakpoint(self, function, callback):
+        raise OvfError("ovf: a core file cannot be armed")
+
+    def get_environment(self, name):
+        return None
+
+    def set_environment(self, name, value):
+        raise OvfError("ovf: a core file cannot be armed")
+
+    # ------------------------------------------------------------ the symbol
+
+    def _lookup(self, name):
+        """`name`'s address: the runtime library's load address from NT_FILE
+        plus the symbol's value in the library's .dynsym, or None."""
+        entries = [m for m in self.mappings if os.path.basename(m[3]).startswith(RUNTIME_LIBRARY)]
+        if not entries:
+            return None
+        path = entries[0][3]
+        try:
+            with open(path, "rb") as f:
+                library = ELFFile(f)
+                dynsym = library.get_section_by_name(".dynsym")
+                symbols = dynsym.get_symbol_by_name(name) if dynsym is not None else None
+                if not symbols:
+                    return None
+                loads = [s.header for s in library.iter_segments() if s.header.p_type == "PT_LOAD"]
+                value = symbols[0]["st_value"]
+        except _parse_errors():
+            return None  # gone, unreadable or not an ELF any more: the scan takes over
+        # The mapping of the lowest file offset sits at base + the vaddr of that offset.
+        start, _, offset, _ = min((m for m in entries if m[3] == path), key=lambda m: m[2])
+        for h in loads:
+            if h.p_offset <= offset < h.p_offset + max(h.p_filesz, 1):
+                return start - (h.p_vaddr + offset - h.p_offset) + value
+        return None
+
+
+def _file_mappings(segment):
+    """[(start, end, file offset, path)] of the NT_FILE notes in `segment`."""
+    found = []
+    for note in segment.iter_notes():
+        if note["n_type"] != "NT_FILE":
+            continue
+        desc = note["n_desc"]
+        for entry, name in zip(desc["Elf_Nt_File_Entry"], desc["filename"]):
+            path = name.decode("utf-8", "surrogateescape") if isinstance(name, bytes) else name
+            found.append((entry["vm_start"], entry["vm_end"], entry["page_offset"] * desc["page_size"], path))
+    return found
