@@ -1,0 +1,172 @@
+"""Core files read without a debugger (python3 -m ovf.postmortem CORE...):
+one summary per core, its frames as `ovf frames` lists them, and, given one
+core per rank, which rank went non-finite first.
+
+A torchrun job that dies leaves a core for each rank that aborted. The rank
+whose NaN/Inf came first is the one to look at: the others usually inherited
+it through a collective. Every record carries the CLOCK_REALTIME of its frame
+(ring.h), so each ring's first non-finite line orders the ranks; across hosts
+the order is as good as the agreement of their clocks.
+"""
+
+import datetime
+import json
+from dataclasses import dataclass, field
+
+from . import commands, layout
+from .commands.status import describe_seq
+from .core_target import CoreTarget
+from .errors import OvfError
+from .identity import process_text
+from .ring import BadSlot
+from .session import Session
+
+
+@dataclass
+class Core:
+    path: str
+    error: str = ""  # the one line saying why the core cannot be read
+    session: Session = None
+    ring: object = None  # ring.Ring
+    first: layout.Record = None  # the first non-finite line, while still in the ring
+    notes: list = field(default_factory=list)
+
+    @property
+    def rank(self):
+        return self.ring.header.rank
+
+    def who(self):
+        """"rank 1" (or "pid 1234" outside torch.distributed) and the file."""
+        h = self.ring.header
+        return (f"rank {h.rank}" if h.rank >= 0 else f"pid {h.pid}") + f" ({self.path})"
+
+    def close(self):
+        if self.session is not None:
+            self.session.target.close()
+
+
+def open_core(path):
+    """A Core; its `error` says why, if the file holds no readable ring."""
+    core = Core(path)
+    try:
+        target = CoreTarget(path)
+    except OvfError as e:
+        core.error = str(e)  # names the file already
+        return core
+    core.session = Session(target)
+    try:
+        core.ring = core.session.ring()
+    except OvfError as e:
+        core.error = f"ovf: {path}: {str(e).removeprefix('ovf: ')}"
+        if target.size < target.expected_size:
+            core.error += f"; the file is cut short ({target.size} of {target.expected_size} bytes)"
+        core.close()
+        return core
+    if target.size < target.expected_size:
+        core.notes.append(f"ovf: {path} is cut short ({target.size} of {target.expected_size} bytes); "
+                          "what it lacks is reported as unreadable")
+    seq = core.ring.header.first_nonfinite_seq
+    if seq != layout.NO_SEQ:
+        record = core.ring.record(seq)
+        if isinstance(record, BadSlot):
+            core.notes.append(f"ovf: the first non-finite {describe_seq(core.ring, seq)}; "
+                              "this core cannot be ordered against the others")
+        else:
+            core.first = record
+    return core
+
+
+def _clock(ns):
+    return datetime.datetime.fromtimestamp(ns / 1e9).strftime("%Y-%m-%d %H:%M:%S.") + f"{ns % 10**9:09d}"
+
+
+def summary(core, ring_notes=False):
+    """Whose core it is and its first non-finite value, then what is amiss with
+    it; `ring_notes`: also how the ring was found (`ovf frames` says it too)."""
+    h = core.ring.header
+    first = describe_seq(core.ring, h.first_nonfinite_seq)
+    if core.first is not None:
+        first += f", at {_clock(core.first.timestamp_ns)}"
+    lines = [f"{core.path}: {process_text(h)}, batch {h.batch}, {h.frames_written} frames",
+             f"first non-finite: {first}", *core.notes, *(core.ring.notes if ring_notes else ())]
+    return "\n".join(lines) + "\n"
+
+
+def _count_args(count):
+    return [] if count is None else [str(count)]
+
+
+def frames(core, count=None):
+    """`ovf frames [count]` of the core, as text (count None: the runtime's
+    max_frames_to_save, as `ovf frames` has it)."""
+    return commands.execute(core.session, "frames", _count_args(count))
+
+
+def order(cores):
+    """The readable cores with a first non-finite value, earliest first."""
+    return sorted((c for c in cores if c.first is not None), key=lambda c: (c.first.timestamp_ns, c.path))
+
+
+def ordering(cores):
+    """Which rank went non-finite first, and when the others followed."""
+    readable = [c for c in cores if c.ring is not None]
+    ranked = order(readable)
+    out = []
+    ranks = [c.rank for c in readable if c.rank >= 0]
+    if len(set(ranks)) != len(ranks):
+        out.append("ovf: several cores have the same rank: they may come from different runs")
+    if not ranked:
+        return out + ["ovf: no core holds a non-finite value"]
+    t0 = ranked[0].first.timestamp_ns
+    rows = [(c.who(), _clock(t0) if c is ranked[0] else f"+{(c.first.timestamp_ns - t0) / 1e9:.6f} s",
+             describe_seq(c.ring, c.first.seq)) for c in ranked]
+    rows += [(c.who(), "-", "its first non-finite record was overwritten"
+              if c.ring.header.first_nonfinite_seq != layout.NO_SEQ else "no non-finite value")
+             for c in readable if c.first is None]
+    widths = [max(len(row[i]) for row in rows) for i in range(2)]
+    out.append("ovf: first non-finite value of each core, earliest first:")
+    out += [f"  {who:<{widths[0]}}  {at:<{widths[1]}}  {what}" for who, at, what in rows]
+    tied = [c for c in ranked if c.first.timestamp_ns == t0]
+    if len(tied) > 1:
+        out.append("ovf: " + " and ".join(c.who() for c in tied) + " went non-finite at the same time")
+    else:
+        out.append(f"ovf: {ranked[0].who()} went non-finite first")
+    return out
+
+
+def _first_json(core):
+    r = core.first
+    if r is None:
+        return None
+    ring = core.ring
+    if r.kind == layout.KIND_CHECKPOINT:
+        module, cls, label = ring.text(r.name_id), "", ""
+    else:
+        frame = ring.record(r.frame_seq)
+        ok = not isinstance(frame, BadSlot)
+        module = ring.text(frame.name_id) if ok else None
+        cls = ring.text(frame.label_id) if ok else None
+        label = ring.text(r.label_id)
+    return {"seq": r.seq, "batch": r.batch, "timestamp_ns": r.timestamp_ns, "kind": layout.KIND_NAMES[r.kind],
+            "module": module, "class": cls, "label": label}
+
+
+def as_json(cores, count=None):
+    """One JSON document for all cores: each core's header, first non-finite
+    value and frames (`ovf frames --json`; none when count is 0), and the
+    order of the ranks."""
+    out = []
+    for core in cores:
+        if core.ring is None:
+            out.append({"path": core.path, "error": core.error})
+            continue
+        h = core.ring.header
+        listing = {"notes": [], "frames": []} if count == 0 else \
+            json.loads(commands.execute(core.session, "frames", [*_count_args(count), "--json"]))
+        out.append({"path": core.path, "pid": h.pid, "rank": h.rank, "local_rank": h.local_rank,
+                    "world_size": h.world_size, "device_index": h.device_index, "batch": h.batch,
+                    "first_nonfinite": _first_json(core), "notes": core.notes + listing["notes"],
+                    "frames": listing["frames"]})
+    ranked = order(cores)
+    return {"cores": out, "order": [c.path for c in ranked],
+            "first": {"path": ranked[0].path, "rank": ranked[0].rank} if ranked else None}

@@ -1,0 +1,93 @@
+"""python3 -m ovf.postmortem CORE... [--frames N] [--json]
+
+ovf's frames from core files, with no debugger (machines without gdb): each
+core's process and rank, its first non-finite value and last frames; given one
+core per rank, which rank went non-finite first. Kernel cores and gcore files.
+
+The reading is ovf_plugin's (plugin/ovf_plugin/postmortem.py), shipped beside
+this package; this module only parses arguments and prints. It does not import
+torch, so it starts in a fraction of a second. Exit status: 0, or 2 when a file
+could not be read (one line on stderr says why).
+"""
+
+import argparse
+import json
+import os
+import sys
+import traceback
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="python3 -m ovf.postmortem", description=__doc__.split("\n\n")[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("cores", nargs="+", metavar="CORE", help="core files, e.g. one per rank")
+    p.add_argument("--frames", type=_count, default=None, metavar="N",
+                   help="frames listed per core (default: the runtime's max_frames_to_save; 0: none)")
+    p.add_argument("--json", action="store_true", help="one JSON document instead of text")
+    return p
+
+
+def _count(text):
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count (an integer >= 0)")
+    return int(text)
+
+
+def _import_plugin():
+    """ovf_plugin lies beside this package (build tree and installed layout)."""
+    try:
+        from ovf_plugin import postmortem
+    except ImportError:
+        sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from ovf_plugin import postmortem
+    return postmortem
+
+
+def _report(postmortem, cores, count):
+    """Prints the text report; returns whether every core could be read."""
+    sections = []
+    for core in cores:
+        if core.ring is None:
+            print(core.error, file=sys.stderr)
+            continue
+        text = postmortem.summary(core, ring_notes=count == 0)
+        if count != 0:
+            text += postmortem.frames(core, count)
+        sections.append(text)
+    if len([c for c in cores if c.ring is not None]) > 1:
+        sections.append("\n".join(postmortem.ordering(cores)) + "\n")
+    sys.stdout.write("\n".join(sections))
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    try:
+        postmortem = _import_plugin()
+    except ImportError as e:
+        print(f"ovf: cannot import ovf_plugin, which is installed beside the ovf package ({e})", file=sys.stderr)
+        return 2
+    cores = []
+    try:
+        cores = [postmortem.open_core(path) for path in args.cores]
+        if args.json:
+            json.dump(postmortem.as_json(cores, args.frames), sys.stdout, indent=1)
+            sys.stdout.write("\n")
+            for core in cores:
+                if core.ring is None:
+                    print(core.error, file=sys.stderr)
+        else:
+            _report(postmortem, cores, args.frames)
+    except Exception as e:  # noqa: BLE001 - a hostile core gets one line, never a traceback
+        if os.environ.get("OVF_DEBUG"):
+            traceback.print_exc()
+        print(f"ovf: internal error reading {' '.join(args.cores)} ({type(e).__name__}: {e}); "
+              "OVF_DEBUG=1 shows the traceback", file=sys.stderr)
+        return 2
+    finally:
+        for core in cores:
+            core.close()
+    return 0 if all(core.ring is not None for core in cores) else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
