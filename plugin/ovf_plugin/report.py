@@ -109,6 +109,8 @@ def format_op(r, text):
         what += " (produced here)"
     elif r.flags & layout.FLAG_CARRIER:
         what += " (carried)"
+    elif r.flags & layout.FLAG_CONSTANT:
+        what += " (from a constant)"
     return f"{values} {what}"
 
 

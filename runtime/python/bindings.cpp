@@ -50,6 +50,13 @@ struct ModuleEntry {
   std::unordered_map<uint32_t, ParamCache> params;  // by parameter label id
 };
 
+// Parameter -> "module.path.name" for the optimizer check, filled as modules
+// are watched. Keyed by TensorImpl: the same parameter object across steps.
+std::unordered_map<const void*, uint32_t>& parameter_labels() {
+  static auto* m = new std::unordered_map<const void*, uint32_t>();
+  return *m;
+}
+
 std::unordered_map<PyObject*, ModuleEntry>& modules() {
   static auto* m = new std::unordered_map<PyObject*, ModuleEntry>();
   return *m;
@@ -334,10 +341,67 @@ void watch_module(py::handle module, const std::string& name, bool is_root) {
   entry.class_id = ovf::intern(py::str(module.get_type().attr("__name__")).cast<std::string>());
   entry.params.clear();
   if (is_root) g_root = module.ptr();
+  PyObject* params = PyObject_GetAttrString(module.ptr(), "_parameters");
+  if (params == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  py::object owner = py::reinterpret_steal<py::object>(params);
+  if (!PyDict_Check(params)) return;
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(params, &pos, &key, &value)) {
+    if (!THPVariable_Check(value) || !PyUnicode_Check(key)) continue;
+    const char* param = PyUnicode_AsUTF8(key);
+    if (param == nullptr) {
+      PyErr_Clear();
+      continue;
+    }
+    const void* impl = THPVariable_Unpack(value).unsafeGetTensorImpl();
+    // the first name wins, as for shared modules in named_modules()
+    parameter_labels().emplace(impl, ovf::intern(name.empty() ? std::string(param) : name + "." + param));
+  }
+}
+
+// After optimizer.step(): the parameters that came out non-finite, as one
+// frame named after the optimizer. Reads each parameter once; writes a frame
+// only when one is non-finite, so a healthy step costs one pass, no records.
+void after_optimizer_step(py::handle optimizer) {
+  ovf::Monitor& monitor = ovf::Monitor::instance();
+  if (!monitor.active() || !ovf_state.control.enabled) return;
+  ovf::FrameBuilder& frame = frame_builder();
+  frame.begin(ovf::intern("optimizer.step"),
+              ovf::intern(py::str(optimizer.get_type().attr("__name__")).cast<std::string>()), false);
+  bool any = false, carried = false;
+  size_t index = 0;
+  for (py::handle group : optimizer.attr("param_groups")) {
+    for (py::handle p : group["params"]) {
+      const size_t i = index++;
+      if (!THPVariable_Check(p.ptr())) continue;
+      const at::Tensor& t = THPVariable_Unpack(p.ptr());
+      TensorView view;
+      if (!readable_view(t, &view)) continue;
+      const Stats s = ovf::compute_stats_cpu(view);
+      if (!s.nonfinite()) continue;
+      auto label = parameter_labels().find(t.unsafeGetTensorImpl());
+      const uint32_t label_id = label != parameter_labels().end()
+                                    ? label->second
+                                    : ovf::intern("param_groups[...]params[" + std::to_string(i) + "]");
+      frame.add_stats(OVF_KIND_WEIGHT, label_id, s, view.dtype, device_of(t));
+      any = true;
+      const at::Tensor& grad = t.grad();
+      TensorView grad_view;
+      if (grad.defined() && readable_view(grad, &grad_view) && ovf::compute_stats_cpu(grad_view).nonfinite()) {
+        carried = true;  // the gradient brought the NaN/Inf: the step only applied it
+      }
+    }
+  }
+  if (any) monitor.optimizer_step(frame, carried);
 }
 
 void clear_modules() {
   modules().clear();
+  parameter_labels().clear();
   g_root = nullptr;
 }
 
@@ -391,6 +455,8 @@ PYBIND11_MODULE(_ovf, m) {
         "Forward hook (module, args, kwargs, output), torch >= 2.0 with_kwargs=True.");
   m.def("forward_pre_hook", &forward_pre_hook, "Forward pre-hook: names new modules (auto mode), tracks the module stack.");
   m.def("watch_module", &watch_module, py::arg("module"), py::arg("name"), py::arg("is_root"));
+  m.def("after_optimizer_step", [](py::handle optimizer) { guarded([&] { after_optimizer_step(optimizer); }); },
+        "Checks an optimizer's parameters after its step; records the non-finite ones.");
   m.def("is_watched", [](py::handle module) { return modules().count(module.ptr()) > 0; });
   m.def("clear_modules", &clear_modules);
   m.def("set_callbacks", [](py::object kwargs_stack, py::object discover, py::object nonfinite_error) {

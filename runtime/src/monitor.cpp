@@ -196,7 +196,8 @@ bool Monitor::module_matches(uint32_t name_id) {
 }
 
 std::string Monitor::report_text(uint64_t frame_end) {
-  return format_detection_report(ovf_state.batch, report_floor_, frame_end, ovf_state.max_frames_to_save);
+  return format_detection_report(ovf_state.batch, report_floor_, frame_end, ovf_state.max_frames_to_save) +
+         describe_first_nonfinite();
 }
 
 Outcome Monitor::finish_frame(FrameBuilder& frame) {
@@ -362,13 +363,57 @@ Outcome Monitor::event_outcome(uint32_t events, uint64_t frame_seq, uint64_t fra
   return out;
 }
 
+uint32_t Monitor::optimizer_step(FrameBuilder& frame, bool carried) {
+  const ovf_control& c = ovf_state.control;
+  auto& records = frame.records();
+  // The step belongs to the batch whose gradients it applied: the root forward
+  // already advanced the counter.
+  const uint64_t batch = ovf_state.batch > 0 ? ovf_state.batch - 1 : 0;
+  const uint64_t timestamp = now_ns();
+  uint32_t events = 0;
+  for (ovf_record& r : records) {
+    r.batch = batch;
+    r.timestamp_ns = timestamp;
+    if (r.kind == OVF_KIND_FRAME) continue;
+    if (r.nan_count) events |= OVF_STOP_NAN;
+    if (r.pos_inf_count + r.neg_inf_count) events |= OVF_STOP_INF;
+  }
+  records.front().flags |= carried ? OVF_FLAG_CARRIER : OVF_FLAG_PRODUCER;
+  const uint64_t first = append_records(records.data(), static_cast<uint32_t>(records.size()));
+  ++ovf_state.frames_written;
+  if (events == 0) return 0;
+  __atomic_store_n(&last_nonfinite_seq_, first, __ATOMIC_RELEASE);
+  uint64_t expected = OVF_NO_SEQ;
+  __atomic_compare_exchange_n(&ovf_state.first_nonfinite_seq, &expected, first + 1, false, __ATOMIC_RELEASE,
+                              __ATOMIC_RELAXED);
+  ovf_state.detection_state = 2;
+  const uint32_t stop_mask = read_control(c.stop_mask);
+  events &= stop_mask;
+  const bool holds_first = __atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_ACQUIRE) == first + 1;
+  if ((stop_mask & OVF_STOP_PRODUCER_ONLY) && carried && !holds_first) events = 0;
+  if (static_cast<int64_t>(batch) < read_control(c.after_batch)) events = 0;
+  if (events) {
+    ovf_state.last_event_seq = first;
+    ovf_state.last_event_kind = events;
+    ovf_stop_event(find_record(first), events);
+  }
+  return events;
+}
+
 uint32_t Monitor::op_output(ovf_record& r) {
   const ovf_control& c = ovf_state.control;
-  r.batch = ovf_state.batch;
+  // A backward pass belongs to the batch whose forward the root already counted.
+  const uint64_t counter = ovf_state.batch;
+  r.batch = (r.flags & OVF_FLAG_BACKWARD) && counter > 0 ? counter - 1 : counter;
   r.timestamp_ns = now_ns();
   const uint64_t seq = append_records(&r, 1);
   if (!(r.flags & OVF_FLAG_NONFINITE)) return 0;
+  // A deliberate NaN/Inf (from a constant argument: masked_fill(-inf), the inf
+  // isfinite compares with) is no error: recorded, but it is not the first
+  // non-finite value, makes no producer, and never stops.
+  if (r.flags & OVF_FLAG_CONSTANT) return 0;
   __atomic_store_n(&last_nonfinite_seq_, seq, __ATOMIC_RELEASE);
+  const uint32_t stop_mask = read_control(c.stop_mask);
   uint64_t expected = OVF_NO_SEQ;
   const bool first = __atomic_compare_exchange_n(&ovf_state.first_nonfinite_seq, &expected, seq, false,
                                                  __ATOMIC_RELEASE, __ATOMIC_RELAXED);
@@ -377,7 +422,6 @@ uint32_t Monitor::op_output(ovf_record& r) {
                         ? static_cast<uint32_t>(OVF_STOP_BACKWARD)
                         : (r.nan_count ? uint32_t{OVF_STOP_NAN} : 0u) |
                               (r.pos_inf_count + r.neg_inf_count ? uint32_t{OVF_STOP_INF} : 0u);
-  const uint32_t stop_mask = read_control(c.stop_mask);
   events &= stop_mask;
   if ((stop_mask & OVF_STOP_PRODUCER_ONLY) && !(r.flags & OVF_FLAG_PRODUCER) && !first) events = 0;
   if (static_cast<int64_t>(r.batch) < read_control(c.after_batch)) events = 0;

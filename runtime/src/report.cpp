@@ -160,6 +160,28 @@ std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq,
   return {newest_first.rbegin(), newest_first.rend()};
 }
 
+std::string describe_first_nonfinite() {
+  const ovf_record* first = find_record(__atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_ACQUIRE));
+  if (first == nullptr) return "";
+  const std::string batch = std::to_string(first->batch);
+  auto text = [](uint32_t id) { return id == OVF_NO_ID ? std::string("no module") : escape_text(interned(id)); };
+  if (first->kind == OVF_KIND_OP_OUTPUT) {
+    if (first->flags & OVF_FLAG_BACKWARD) {
+      return "ovf: the first non-finite value was produced in the backward pass by " + text(first->name_id) +
+             ", the gradient of " + (first->aux_id == OVF_NO_ID ? "an unknown op" : text(first->aux_id)) + " in " +
+             text(first->context_id) + " (batch " + batch + ")\n";
+    }
+    return "ovf: the first non-finite value was produced by " + text(first->name_id) + " in " +
+           text(first->context_id) + " (batch " + batch + ")\n";
+  }
+  const ovf_record* frame = first->kind == OVF_KIND_WEIGHT ? find_record(first->frame_seq) : nullptr;
+  if (frame != nullptr && interned(frame->name_id) == "optimizer.step") {
+    return "ovf: the first non-finite value was written by optimizer.step (" + text(frame->label_id) + ") into " +
+           text(first->label_id) + " (after batch " + batch + ")\n";
+  }
+  return "";
+}
+
 std::string format_detection_report(uint64_t batch_number, uint64_t floor_seq, uint64_t end_seq,
                                     uint32_t max_frames) {
   uint32_t frames = 0;

@@ -90,6 +90,14 @@ class Monitor {
   // module's frame, evaluates the control block and returns what to do.
   Outcome finish_frame(FrameBuilder& frame);
 
+  // After optimizer.step(): `frame` holds the parameters that came out
+  // non-finite (named by module path). `carried`: a gradient of one of them was
+  // non-finite already (the step passed a NaN on; else the step produced it).
+  // Appends the frame and calls the stop hook for NaN/Inf per the control
+  // block. Never raises: without a debugger the next forward reports the
+  // weights, as the reference does.
+  uint32_t optimizer_step(FrameBuilder& frame, bool carried);
+
   // detect_overflow(var, ctx): records a CHECKPOINT line, prints the reference's
   // "ctx has nans" / "ctx has infs" lines, and returns whether either was found.
   bool checkpoint(const Stats& stats, ovf_dtype dtype, DeviceId device, const std::string& ctx,

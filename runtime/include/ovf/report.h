@@ -42,6 +42,11 @@ std::string format_frames(const std::vector<const ovf_record*>& records);
 std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq, uint32_t max_frames,
                                            uint32_t* frames_found);
 
+// Where the first non-finite value came from, when the reference's frames
+// cannot say: an op (op observer) or an optimizer step. One line ending in
+// "\n", or "" when the first non-finite value is a module's.
+std::string describe_first_nonfinite();
+
 // "\nDetected inf/nan during batch_number=N\nLast K forward frames:\n..." exactly
 // as DebugUnderflowOverflow.dump_saved_frames prints it.
 std::string format_detection_report(uint64_t batch_number, uint64_t floor_seq, uint64_t end_seq,

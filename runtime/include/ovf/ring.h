@@ -80,6 +80,9 @@ enum ovf_record_flags {
   OVF_FLAG_PRODUCER = 1u << 8,  // non-finite output while every input (and weight) was finite
   OVF_FLAG_CARRIER = 1u << 9,   // an input (or weight) was already non-finite
   OVF_FLAG_BACKWARD = 1u << 10, // OP_OUTPUT: an op run by autograd's backward pass
+  // OP_OUTPUT: the NaN/Inf came from a constant argument (a scalar, a 0-dim
+  // tensor: masked_fill(mask, -inf), isfinite's inf): deliberate, not an error.
+  OVF_FLAG_CONSTANT = 1u << 11,
 };
 
 // One record: a frame header or one tensor line. `seq` is written last (release)

@@ -60,8 +60,11 @@ def enable(on_nan="raise", max_frames_to_save=21, trace_batch_nums=(), abort_aft
     if ring_capacity is not None:
         _ovf.configure_ring(int(ring_capacity))
     if not _enabled:
+        from . import _optimizer
+
         torch.nn.modules.module.register_module_forward_pre_hook(_ovf.forward_pre_hook)
         _register_global_forward_hook()
+        _optimizer.install()
         _enabled = True
     _ovf.start_session(frames, trace, abort_after, on_event)
     explicit_mask = stop_mask

@@ -30,10 +30,14 @@ class DebugUnderflowOverflow:
             after the op that produced the NaN, inside the forward).
         backward: also check the ops of the backward pass, named by the forward op
             and module whose gradient they compute.
+        optimizers: check the parameters after every optimizer step (optimizers
+            created from now on, on torch < 2.0): a debugger stops at the step that
+            wrote the NaN, named by parameter path; without one the next forward
+            reports it, as in the reference.
     """
 
     def __init__(self, model, max_frames_to_save=21, trace_batch_nums=[], abort_after_batch_num=None,  # noqa: B006
-                 *, on_nan="raise", ops=False, backward=False):
+                 *, on_nan="raise", ops=False, backward=False, optimizers=False):
         global _active
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"ovf.DebugUnderflowOverflow: model must be a torch.nn.Module; "
@@ -57,6 +61,10 @@ class DebugUnderflowOverflow:
         observe = (_ovf.OBSERVE_OPS if ops else 0) | (_ovf.OBSERVE_BACKWARD if backward else 0)
         if observe:  # the op observer names the innermost module: pre-hooks keep track
             self._handles += [m.register_forward_pre_hook(_ovf.forward_pre_hook) for m in self.module_names]
+        if optimizers:
+            from . import _optimizer
+
+            _optimizer.install()
         _ovf.start_session(self.max_frames_to_save, self.trace_batch_nums, abort_after, on_event)
         _ovf.set_control(observe=observe)
         _ovf.sync_op_observer()

@@ -11,6 +11,7 @@
 #include <ATen/record_function.h>
 
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -30,6 +31,7 @@ struct PendingOp {
   at::RecordFunctionHandle handle = 0;
   bool in_place = false;
   bool input_nonfinite = false;     // in-place ops: decided at the start
+  bool constant_nonfinite = false;  // a scalar argument or 0-dim tensor input is NaN/Inf
   std::vector<at::Tensor> inputs;   // other ops: checked at the end if needed
 };
 
@@ -108,6 +110,18 @@ bool tensor_nonfinite(const at::Tensor& t) {
   return readable_view(t, &view) && compute_stats_cpu(view).nonfinite();
 }
 
+// A NaN/Inf handed to the op as a constant: a Python float argument, or a
+// 0-dim tensor (how torch wraps Python numbers, and scalars such as the inf
+// that isfinite compares with).
+bool constant_nonfinite(const c10::IValue& value) {
+  if (value.isDouble()) return !std::isfinite(value.toDouble());
+  if (value.isTensor()) {
+    const at::Tensor& t = value.toTensor();
+    return t.defined() && t.dim() == 0 && tensor_nonfinite(t);
+  }
+  return false;
+}
+
 template <typename Fn>
 void for_each_tensor(const c10::IValue& value, Fn&& fn) {
   if (value.isTensor()) {
@@ -144,8 +158,13 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   op.handle = fn.handle();
   op.in_place = is_in_place(fn);
   op.input_nonfinite = false;
+  op.constant_nonfinite = false;
   op.inputs.clear();
   for (const c10::IValue& input : fn.inputs()) {
+    if (constant_nonfinite(input)) {
+      op.constant_nonfinite = true;  // deliberate: the op was told to make this value
+      continue;
+    }
     for_each_tensor(input, [&](const at::Tensor& t) {
       if (op.in_place) {
         op.input_nonfinite = op.input_nonfinite || tensor_nonfinite(t);
@@ -201,7 +220,9 @@ void record_outputs(const at::RecordFunction& fn, PendingOp& op) {
         for (const at::Tensor& in : op.inputs) carried = carried || tensor_nonfinite(in);
         inputs_checked = true;
       }
-      r.flags |= OVF_FLAG_NONFINITE | (carried ? OVF_FLAG_CARRIER : OVF_FLAG_PRODUCER);
+      r.flags |= OVF_FLAG_NONFINITE | (carried                 ? OVF_FLAG_CARRIER
+                                       : op.constant_nonfinite ? OVF_FLAG_CONSTANT
+                                                               : OVF_FLAG_PRODUCER);
     }
     r.numel = s.numel;
     r.nan_count = s.nan_count;
