@@ -24,6 +24,8 @@ except ImportError:  # the debuggers' Python may lack it; only this target needs
     ELFFile = ELFError = None
 
 RUNTIME_LIBRARY = "libovf_runtime"
+_ELF_TYPES = {"ET_EXEC": "an executable", "ET_DYN": "a shared library or a PIE executable",
+              "ET_REL": "an object file"}
 PF_W = 2
 # pyelftools reports a short or malformed file by any of these, not only ELFError.
 _PARSE_ERRORS = (ValueError, KeyError, IndexError, EOFError, OSError, AssertionError, TypeError,
@@ -61,7 +63,8 @@ class CoreTarget(Target):
         self._file.seek(0)
         elf = ELFFile(self._file)
         if elf.header.e_type != "ET_CORE":
-            raise OvfError(f"ovf: {self.path} is not a core file (an ELF {elf.header.e_type} file)")
+            what = _ELF_TYPES.get(elf.header.e_type, f"an ELF file of type {elf.header.e_type}")
+            raise OvfError(f"ovf: {self.path} is not a core file ({what})")
         self._segments = []  # (vaddr, end, file offset, bytes in the file, writable), by vaddr
         self.mappings = []  # NT_FILE: (start, end, file offset, path)
         self.expected_size = size  # what the program headers promise; more if the file was cut short
@@ -88,6 +91,14 @@ class CoreTarget(Target):
     def kind(self):
         return "core"
 
+    def file_offset(self, address):
+        """Where the byte at `address` is (or would be) in the file, or None."""
+        i = bisect.bisect_right(self._starts, address) - 1
+        if i < 0 or address >= self._segments[i][1]:
+            return None
+        start, _, offset, _, _ = self._segments[i]
+        return offset + address - start
+
     def read_memory(self, address, size):
         out = bytearray()
         at = address
@@ -98,7 +109,9 @@ class CoreTarget(Target):
             start, end, offset, in_file, _ = self._segments[i]
             available = min(end, start + in_file) - at
             if available <= 0:
-                raise TargetMemoryError(f"0x{at:x} was not dumped into the core file (or the file is cut short)")
+                if offset + at - start >= self.size:
+                    raise TargetMemoryError(f"0x{at:x} lies past the end of the file")
+                raise TargetMemoryError(f"0x{at:x} was not dumped into the core file")
             want = min(available, size - len(out))
             self._file.seek(offset + at - start)
             chunk = self._file.read(want)

@@ -25,7 +25,7 @@ from .session import Session
 @dataclass
 class Core:
     path: str
-    error: str = ""  # the one line saying why the core cannot be read
+    error: str = ""  # one line: why the core cannot be read (ring None), or read only in part
     session: Session = None
     ring: object = None  # ring.Ring
     first: layout.Record = None  # the first non-finite line, while still in the ring
@@ -57,14 +57,16 @@ def open_core(path):
     try:
         core.ring = core.session.ring()
     except OvfError as e:
-        core.error = f"ovf: {path}: {str(e).removeprefix('ovf: ')}"
-        if target.size < target.expected_size:
-            core.error += f"; the file is cut short ({target.size} of {target.expected_size} bytes)"
+        why = str(e).removeprefix("ovf: ")
+        cut = f" is cut short ({target.size} of {target.expected_size} bytes)" if target.size < target.expected_size \
+            else ""
+        core.error = f"ovf: {path}{cut}: {why}"
         core.close()
         return core
     if target.size < target.expected_size:
-        core.notes.append(f"ovf: {path} is cut short ({target.size} of {target.expected_size} bytes); "
-                          "what it lacks is reported as unreadable")
+        # What is there is still shown, but a partial core is an error all the same.
+        core.error = (f"ovf: {path} is cut short ({target.size} of {target.expected_size} bytes); "
+                      "what it lacks shows as unreadable")
     seq = core.ring.header.first_nonfinite_seq
     if seq != layout.NO_SEQ:
         record = core.ring.record(seq)
@@ -161,12 +163,13 @@ def as_json(cores, count=None):
             out.append({"path": core.path, "error": core.error})
             continue
         h = core.ring.header
+        error = {"error": core.error} if core.error else {}
         listing = {"notes": [], "frames": []} if count == 0 else \
             json.loads(commands.execute(core.session, "frames", [*_count_args(count), "--json"]))
         out.append({"path": core.path, "pid": h.pid, "rank": h.rank, "local_rank": h.local_rank,
                     "world_size": h.world_size, "device_index": h.device_index, "batch": h.batch,
                     "first_nonfinite": _first_json(core), "notes": core.notes + listing["notes"],
-                    "frames": listing["frames"]})
+                    "frames": listing["frames"], **error})
     ranked = order(cores)
     return {"cores": out, "order": [c.path for c in ranked],
             "first": {"path": ranked[0].path, "rank": ranked[0].rank} if ranked else None}

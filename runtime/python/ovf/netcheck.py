@@ -117,9 +117,12 @@ class Check:
         self.store.add(ALIVE.format(self.rank), 1)
         alive = set()
         deadline = time.monotonic() + min(self.args.timeout, SURVIVOR_WAIT_S)
-        while len(alive) < self.world and time.monotonic() < deadline:
-            alive = {r for r in range(self.world) if self.store.add(ALIVE.format(r), 0)}
-            time.sleep(POLL_MAX_S)
+        try:
+            while len(alive) < self.world and time.monotonic() < deadline:
+                alive = {r for r in range(self.world) if self.store.add(ALIVE.format(r), 0)}
+                time.sleep(POLL_MAX_S)
+        except Stopped:
+            pass  # the launcher saw the dead rank too: report what is known already
         return alive
 
 

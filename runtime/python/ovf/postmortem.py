@@ -7,7 +7,7 @@ core per rank, which rank went non-finite first. Kernel cores and gcore files.
 The reading is ovf_plugin's (plugin/ovf_plugin/postmortem.py), shipped beside
 this package; this module only parses arguments and prints. It does not import
 torch, so it starts in a fraction of a second. Exit status: 0, or 2 when a file
-could not be read (one line on stderr says why).
+could not be read, or only in part (one line on stderr says why).
 """
 
 import argparse
@@ -47,8 +47,9 @@ def _report(postmortem, cores, count):
     """Prints the text report; returns whether every core could be read."""
     sections = []
     for core in cores:
-        if core.ring is None:
+        if core.error:
             print(core.error, file=sys.stderr)
+        if core.ring is None:
             continue
         text = postmortem.summary(core, ring_notes=count == 0)
         if count != 0:
@@ -73,7 +74,7 @@ def main(argv=None):
             json.dump(postmortem.as_json(cores, args.frames), sys.stdout, indent=1)
             sys.stdout.write("\n")
             for core in cores:
-                if core.ring is None:
+                if core.error:
                     print(core.error, file=sys.stderr)
         else:
             _report(postmortem, cores, args.frames)
@@ -86,7 +87,7 @@ def main(argv=None):
     finally:
         for core in cores:
             core.close()
-    return 0 if all(core.ring is not None for core in cores) else 2
+    return 2 if any(core.error for core in cores) else 0
 
 
 if __name__ == "__main__":
