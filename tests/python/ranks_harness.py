@@ -1,0 +1,86 @@
+"""Helpers of the multi-rank tests: two-rank Gloo jobs on CPU started with
+python3 -m torch.distributed.run on a free loopback port, every process under a
+timeout and killed with its whole process group when it runs past it.
+
+torch 1.13's launcher fails on Python 3.11 unless its output options are ones
+Python 3.11's enum.Flag still iterates ("AttributeError: 'NoneType' object has
+no attribute 'get'" in to_map), so every launch passes --redirects 1 --tee 1:
+each rank's stdout goes to LOG_DIR/<run>/attempt_0/<rank>/stdout.log and, with
+a "[default<rank>]:" prefix, to the launcher's stdout.
+"""
+
+import glob
+import os
+import signal
+import socket
+import subprocess
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("OVF_BUILD_DIR", os.path.join(TOP, "build"))
+PYTHON = "/usr/bin/python3"  # Debian's, with torch
+RANKS_SCRIPT = os.path.join(TOP, "tests", "e2e", "scripts", "ranks.py")
+TIMEOUT = 180
+
+
+def env(**extra):
+    """A minimal environment with the build's package; Gloo on the loopback only."""
+    out = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8",
+           "PYTHONPATH": os.path.join(BUILD, "python"), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+           "GLOO_SOCKET_IFNAME": "lo"}
+    out.update(extra)
+    return out
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(nproc, log_dir, *args):
+    """The argv of a launch of `nproc` ranks on this host, 127.0.0.1 only."""
+    return [PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--master_addr", "127.0.0.1",
+            "--master_port", str(free_port()), "--log_dir", str(log_dir), "--redirects", "1", "--tee", "1", *args]
+
+
+def run(argv, timeout=TIMEOUT, **kwargs):
+    """subprocess.run with stdout+stderr together; on timeout the process group dies."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, **kwargs)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        out, _ = proc.communicate()
+        raise AssertionError(f"{' '.join(argv)} ran past {timeout} s:\n{out}") from None
+    return subprocess.CompletedProcess(argv, proc.returncode, out)
+
+
+def kill_group(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def rank_stdout(log_dir, rank):
+    """What local rank `rank` printed on stdout (the launcher's per-rank log)."""
+    paths = glob.glob(os.path.join(str(log_dir), "*", "attempt_0", str(rank), "stdout.log"))
+    assert len(paths) == 1, paths
+    with open(paths[0]) as f:
+        return f.read()
+
+
+def rank_lines(launcher_output, rank):
+    """The lines of local rank `rank` in the launcher's (prefixed) output."""
+    prefix = f"[default{rank}]:"
+    return [line[len(prefix):] for line in launcher_output.splitlines() if line.startswith(prefix)]
+
+
+def kernel_cores_here():
+    """Why kernel cores cannot land in a rank's working directory here, or None."""
+    with open("/proc/sys/kernel/core_pattern") as f:
+        pattern = f.read().strip()
+    if pattern not in ("core", "core.%p"):
+        return f"kernel cores do not go to the working directory (core_pattern {pattern!r})"
+    return None
