@@ -30,6 +30,7 @@ class Arming:
     ops: bool = False  # break-on-nan --ops: the runtime checks every ATen op's outputs
     backward: bool = False  # break-on-nan --backward: and the backward pass's ops
     carriers: bool = False  # break-on-nan --carriers: also where a NaN is only passed on
+    headroom: str = None  # watch --headroom: a layout.HEADROOM_DTYPES name, lines measure against it
     touched: set = field(default_factory=set)  # control fields a command has set
 
     # -------------------------------------------------------------- runtime side
@@ -75,6 +76,7 @@ class Arming:
             "OVF_STOP": ",".join(name for name, bit in layout.STOP_NAMES if self.stop_mask() & bit),
             "OVF_OBSERVE": ",".join(name for name, on in (("ops", self.ops), ("backward", self.backward))
                                     if on) or None,
+            "OVF_HEADROOM": self.headroom,
             "OVF_MODULE": self.runtime_glob() or None,
             "OVF_AFTER_BATCH": str(self.runtime_after_batch()) if self.runtime_after_batch() else None,
             "OVF_ABOVE": repr(self.above) if self.above is not None else None,
@@ -101,6 +103,8 @@ class Arming:
                        ("trace_count", len(batches))]
         if "observe" in self.touched:
             writes.append(("observe", self.observe()))
+        if "headroom" in self.touched:
+            writes.append(("headroom_dtype", layout.HEADROOM_DTYPES[self.headroom][0] if self.headroom else 0))
         if "abort_after" in self.touched:
             writes.append(("abort_after_batch", -1 if self.abort_after is None else self.abort_after))
         writes.append(("generation", (control.generation + 1) & 0xFFFFFFFF))
@@ -141,7 +145,10 @@ class Arming:
         if self.backward:
             lines.append("stop on nan or inf in the backward pass" + _where(self.module))
         if self.above is not None:
-            lines.append(f"stop when abs max > {self.above:g}" + _where(self.watch_module))
+            of_max = ""
+            if self.headroom:
+                of_max = f" ({self.above / layout.HEADROOM_DTYPES[self.headroom][1]:g} of {self.headroom}'s max)"
+            lines.append(f"stop when abs max > {self.above:g}{of_max}" + _where(self.watch_module))
         if self.below is not None:
             lines.append(f"stop when non-zero abs min < {self.below:g}" + _where(self.watch_module))
         if self.trace_batches:

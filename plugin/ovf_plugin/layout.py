@@ -62,6 +62,27 @@ STOP_NAMES = (("nan", STOP_NAN), ("inf", STOP_INF), ("above", STOP_ABOVE), ("bel
               ("traced", STOP_TRACED), ("abort_after", STOP_ABORT_AFTER), ("producer_only", STOP_PRODUCER_ONLY),
               ("backward", STOP_BACKWARD))
 
+# Headroom targets (enum ovf_dtype values): name -> (dtype, largest finite, smallest normal)
+HEADROOM_DTYPES = {
+    "fp16": (3, 65504.0, 2.0 ** -14),
+    "bf16": (4, 255.0 * 2.0 ** 120, 2.0 ** -126),
+    "fp8_e4m3": (13, 448.0, 2.0 ** -6),
+    "fp8_e5m2": (14, 57344.0, 2.0 ** -14),
+}
+HEADROOM_BY_DTYPE = {code: (name, top, low) for name, (code, top, low) in HEADROOM_DTYPES.items()}
+TENSOR_LINE_KINDS = frozenset({KIND_WEIGHT, KIND_INPUT, KIND_OUTPUT, KIND_GRAD})
+
+
+def headroom(r):
+    """(name, abs max / the dtype's max, values below its smallest normal) of a
+    frame's tensor line recorded with headroom on; None otherwise. The line's
+    last two fields hold the target dtype and that count (ring.h)."""
+    if r.kind not in TENSOR_LINE_KINDS or r.context_id not in HEADROOM_BY_DTYPE:
+        return None
+    name, top, _ = HEADROOM_BY_DTYPE[r.context_id]
+    return name, r.abs_max / top, r.aux_id
+
+
 # enum ovf_observe_bits
 OBSERVE_OPS = 1 << 0
 OBSERVE_BACKWARD = 1 << 1
@@ -111,7 +132,7 @@ CONTROL_FIELDS = (
     ("above", 16, "d"), ("below", 24, "d"), ("after_batch", 32, "q"),
     ("abort_after_batch", 40, "q"), ("trace_count", 48, "I"), ("wait_released", 52, "I"),
     ("trace_batches", 56, f"{MAX_TRACE_BATCHES}q"), ("module_glob", 312, f"{GLOB_SIZE}s"),
-    ("observe", 568, "I"),
+    ("observe", 568, "I"), ("headroom_dtype", 572, "I"),
 )
 
 HEADER_FIELDS = (

@@ -114,9 +114,20 @@ def format_op(r, text):
     return f"{values} {what}"
 
 
-def format_frame(frame, text, with_ops=False):
-    """A frame's text: its batch markers, (its ops,) its header, its lines, joined by "\\n"."""
-    return "\n".join(format_record(r, text) for r in frame.records(with_ops))
+def headroom_suffix(r):
+    """"  [fp16: 0.96 of max, 3 below normal]" for a line recorded with headroom."""
+    h = layout.headroom(r)
+    if h is None or not r.flags & layout.FLAG_HAS_STATS or not r.numel:
+        return ""
+    name, fraction, below = h
+    return f"  [{name}: {fraction:.2f} of max, {below} below normal]"
+
+
+def format_frame(frame, text, with_ops=False, with_headroom=False):
+    """A frame's text: its batch markers, (its ops,) its header, its lines, joined
+    by "\\n"; with_headroom appends each line's headroom (watch --headroom)."""
+    return "\n".join(format_record(r, text) + (headroom_suffix(r) if with_headroom else "")
+                     for r in frame.records(with_ops))
 
 
 def format_trace(frame, text):
@@ -131,16 +142,17 @@ def format_trace(frame, text):
     return "".join(line + "\n" for line in out) + format_frame(frame, text) + "\n"
 
 
-def format_frames(frames, text, with_ops=False):
+def format_frames(frames, text, with_ops=False, with_headroom=False):
     """Frames joined as the reference joins its saved frames."""
-    return "\n".join(format_frame(f, text, with_ops) for f in frames)
+    return "\n".join(format_frame(f, text, with_ops, with_headroom) for f in frames)
 
 
-def format_listing(frames, text, with_ops=False):
+def format_listing(frames, text, with_ops=False, with_headroom=False):
     """`ovf frames`: the reference's "Last N forward frames:" block; with_ops
-    adds the op observer's records where the ops ran."""
+    adds the op observer's records where the ops ran, with_headroom each line's
+    headroom."""
     return (f"Last {len(frames)} forward frames:\n{COLUMN_HEADER}\n"
-            + (format_frames(frames, text, with_ops) + "\n" if frames else ""))
+            + (format_frames(frames, text, with_ops, with_headroom) + "\n" if frames else ""))
 
 
 def format_detection_report(batch_number, frames, text):

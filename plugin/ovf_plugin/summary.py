@@ -24,6 +24,9 @@ def title(ring, event):
         text = f"{first}non-finite value ({what})" + (" in the backward pass" if bits & layout.STOP_BACKWARD else "")
     elif bits & layout.STOP_ABOVE:
         text = f"abs max above {format_8_2e(ring.control.above).strip()}"
+        target = layout.HEADROOM_BY_DTYPE.get(ring.control.headroom_dtype)
+        if target is not None:
+            text += f" ({ring.control.above / target[1]:g} of {target[0]}'s max {target[1]:g})"
     elif bits & layout.STOP_BELOW:
         text = f"non-zero abs min below {format_8_2e(ring.control.below).strip()}"
     elif bits & layout.STOP_ABORT_AFTER:

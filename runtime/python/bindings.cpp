@@ -41,6 +41,8 @@ struct ParamCache {
   Stats stats;
   ovf_dtype dtype = OVF_DTYPE_UNKNOWN;
   DeviceId device;
+  ovf_dtype headroom_against = OVF_DTYPE_UNKNOWN;  // what `underflow` was counted against
+  uint64_t underflow = 0;
 };
 
 struct ModuleEntry {
@@ -111,6 +113,14 @@ void add_weights(ovf::FrameBuilder& frame, ModuleEntry& entry) {
     }
     frame.add_stats(OVF_KIND_WEIGHT, label, cache.stats, cache.dtype, cache.device,
                     fresh ? OVF_FLAG_WEIGHT_CACHED : 0);
+    const ovf_dtype against = ovf::headroom_dtype();
+    if (against != OVF_DTYPE_UNKNOWN) {
+      if (!fresh || cache.headroom_against != against) {
+        cache.underflow = ovf::headroom_underflow(view, against);
+        cache.headroom_against = against;
+      }
+      frame.set_headroom(against, cache.underflow);
+    }
   }
 }
 
@@ -509,6 +519,7 @@ PYBIND11_MODULE(_ovf, m) {
       else if (key == "below") c.below = v.cast<double>();
       else if (key == "after_batch") c.after_batch = v.cast<int64_t>();
       else if (key == "observe") c.observe = v.cast<uint32_t>();
+      else if (key == "headroom_dtype") c.headroom_dtype = v.cast<uint32_t>();
       else if (key == "module_glob") {
         const std::string glob = v.cast<std::string>();
         if (glob.size() >= OVF_GLOB_SIZE) throw py::value_error("ovf: module glob longer than 255 bytes");
@@ -532,6 +543,7 @@ PYBIND11_MODULE(_ovf, m) {
     d["abort_after_batch"] = c.abort_after_batch;
     d["module_glob"] = std::string(c.module_glob, strnlen(c.module_glob, OVF_GLOB_SIZE));
     d["observe"] = c.observe;
+    d["headroom_dtype"] = c.headroom_dtype;
     return d;
   });
 

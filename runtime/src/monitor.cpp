@@ -76,6 +76,24 @@ void FrameBuilder::add_tensor(ovf_record_kind kind, uint32_t label_id, const Ten
     return;
   }
   add_stats(kind, label_id, compute_stats_cpu(view), view.dtype, device);
+  const ovf_dtype against = headroom_dtype();
+  if (against != OVF_DTYPE_UNKNOWN) set_headroom(against, headroom_underflow(view, against));
+}
+
+void FrameBuilder::set_headroom(ovf_dtype against, uint64_t underflow) {
+  if (records_.size() < 2) return;
+  ovf_record& r = records_.back();
+  r.headroom_dtype = against;
+  r.headroom_underflow = static_cast<uint32_t>(std::min<uint64_t>(underflow, UINT32_MAX));
+}
+
+ovf_dtype headroom_dtype() {
+  const uint32_t d = read_control(ovf_state.control.headroom_dtype);
+  return dtype_max(static_cast<ovf_dtype>(d)) > 0 ? static_cast<ovf_dtype>(d) : OVF_DTYPE_UNKNOWN;
+}
+
+uint64_t headroom_underflow(const TensorView& view, ovf_dtype against) {
+  return count_below(view, dtype_min_normal(against));
 }
 
 void FrameBuilder::add_stats(ovf_record_kind kind, uint32_t label_id, const Stats& s, ovf_dtype dtype,
@@ -145,6 +163,7 @@ std::string Monitor::start_session(const SessionOptions& o) {
   c.after_batch = 0;
   std::memset(c.module_glob, 0, OVF_GLOB_SIZE);
   c.observe = 0;
+  c.headroom_dtype = 0;
   c.trace_count = static_cast<uint32_t>(o.trace_batch_nums.size());
   std::copy(o.trace_batch_nums.begin(), o.trace_batch_nums.end(), c.trace_batches);
   c.abort_after_batch = o.abort_after_batch_num;
@@ -154,6 +173,9 @@ std::string Monitor::start_session(const SessionOptions& o) {
   ovf_state.max_frames_to_save = o.max_frames_to_save;
   ovf_state.batch = 0;
   ovf_state.detection_state = 1;
+  // "The first non-finite value" is this session's: an earlier one's is history.
+  __atomic_store_n(&ovf_state.first_nonfinite_seq, OVF_NO_SEQ, __ATOMIC_RELEASE);
+  __atomic_store_n(&last_nonfinite_seq_, OVF_NO_SEQ, __ATOMIC_RELEASE);
   total_calls_ = 0;
   report_floor_ = last_frame_end_ = __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE);
   pending_detection_ = 0;
@@ -322,6 +344,14 @@ Outcome Monitor::finish_frame(FrameBuilder& frame) {
                   " batches due to `abort_after_batch_num=" + std::to_string(abort_after) + "` arg";
   }
   return out;
+}
+
+uint64_t Monitor::end_batch() {
+  const uint64_t batch = ++ovf_state.batch;
+  ovf_state.frames_per_batch_hint = static_cast<uint32_t>(std::min<uint64_t>(frames_this_batch_, UINT32_MAX));
+  frames_this_batch_ = 0;
+  append_batch_marker(batch);
+  return batch;
 }
 
 Outcome Monitor::event_outcome(uint32_t events, uint64_t frame_seq, uint64_t frame_end) {

@@ -353,6 +353,83 @@ Stats compute_stats_cpu(const TensorView& v) {
   }
 }
 
+double dtype_max(ovf_dtype dtype) {
+  switch (dtype) {
+    case OVF_DTYPE_FLOAT64: return std::numeric_limits<double>::max();
+    case OVF_DTYPE_FLOAT32: return std::numeric_limits<float>::max();
+    case OVF_DTYPE_FLOAT16: return 65504.0;
+    case OVF_DTYPE_BFLOAT16: return std::ldexp(255.0, 120);  // 0x7f7f: 3.3895e38
+    case OVF_DTYPE_FLOAT8_E4M3: return 448.0;
+    case OVF_DTYPE_FLOAT8_E5M2: return 57344.0;
+    default: return 0;
+  }
+}
+
+double dtype_min_normal(ovf_dtype dtype) {
+  switch (dtype) {
+    case OVF_DTYPE_FLOAT64: return std::numeric_limits<double>::min();
+    case OVF_DTYPE_FLOAT32: case OVF_DTYPE_BFLOAT16: return std::numeric_limits<float>::min();
+    case OVF_DTYPE_FLOAT16: case OVF_DTYPE_FLOAT8_E5M2: return std::ldexp(1.0, -14);
+    case OVF_DTYPE_FLOAT8_E4M3: return std::ldexp(1.0, -6);
+    default: return 0;
+  }
+}
+
+namespace {
+
+// The smallest abs-bit pattern of `dtype` whose value is >= t: the integer
+// threshold for a compare in the bits domain (values are monotonic in it).
+uint64_t abs_bits_at_least(double t, ovf_dtype dtype, uint64_t inf_bits) {
+  uint64_t lo = 0, hi = inf_bits;  // value(inf_bits) = inf >= t
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    if (abs_bits_to_double(mid, dtype) >= t) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
+template <typename U>
+uint64_t count_bits_below(const char* p, int64_t n, int64_t step, U mask, U limit) {
+  uint64_t count = 0;
+  if (step == static_cast<int64_t>(sizeof(U))) {
+    const U* q = reinterpret_cast<const U*>(p);
+    for (int64_t i = 0; i < n; ++i) {
+      const U a = q[i] & mask;
+      count += (a != 0) & (a < limit);
+    }
+    return count;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    U bits;
+    std::memcpy(&bits, p + i * step, sizeof bits);
+    const U a = bits & mask;
+    count += (a != 0) & (a < limit);
+  }
+  return count;
+}
+
+}  // namespace
+
+uint64_t count_below(const TensorView& v, double threshold) {
+  ScanFloatType t;
+  if (!scan_float_type(v.dtype, &t) || !(threshold > 0)) return 0;
+  const uint64_t limit = abs_bits_at_least(threshold, v.dtype, t.inf_bits);
+  const int size = dtype_size(v.dtype);
+  uint64_t count = 0;
+  for_each_run(v, size, [&](const char* p, int64_t n, int64_t step) {
+    switch (size) {
+      case 8: count += count_bits_below<uint64_t>(p, n, step, ~(1ull << 63), limit); break;
+      case 4: count += count_bits_below<uint32_t>(p, n, step, 0x7fffffffu, static_cast<uint32_t>(limit)); break;
+      default: count += count_bits_below<uint16_t>(p, n, step, 0x7fff, static_cast<uint16_t>(limit)); break;
+    }
+  });
+  return count;
+}
+
 Stats compute_stats_contiguous(const void* data, ovf_dtype dtype, uint64_t n) {
   const int64_t size = static_cast<int64_t>(n);
   const int64_t stride = 1;

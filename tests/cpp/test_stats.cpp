@@ -245,3 +245,56 @@ TEST(Stats, UnknownDtypeHasNoStats) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Headroom, DtypeLimits) {
+  EXPECT_EQ(ovf::dtype_max(OVF_DTYPE_FLOAT16), 65504.0);
+  EXPECT_EQ(ovf::dtype_max(OVF_DTYPE_BFLOAT16), 3.3895313892515355e38);
+  EXPECT_EQ(ovf::dtype_max(OVF_DTYPE_FLOAT8_E4M3), 448.0);
+  EXPECT_EQ(ovf::dtype_max(OVF_DTYPE_FLOAT8_E5M2), 57344.0);
+  EXPECT_EQ(ovf::dtype_min_normal(OVF_DTYPE_FLOAT16), std::ldexp(1.0, -14));
+  EXPECT_EQ(ovf::dtype_min_normal(OVF_DTYPE_FLOAT8_E4M3), std::ldexp(1.0, -6));
+  EXPECT_EQ(ovf::dtype_max(OVF_DTYPE_INT32), 0.0);
+}
+
+TEST(Headroom, CountsFiniteNonZeroValuesBelowTheTargetsSmallestNormal) {
+  const float fp16_normal = std::ldexp(1.0f, -14);
+  const std::vector<float> data = {0.f, -0.f, 1e-6f, -3e-5f, fp16_normal, -fp16_normal * 0.999f, 1.f,
+                                   std::numeric_limits<float>::infinity(), std::nanf("")};
+  const int64_t size = static_cast<int64_t>(data.size()), stride = 1;
+  ovf::TensorView v;
+  v.data = data.data();
+  v.dtype = OVF_DTYPE_FLOAT32;
+  v.ndim = 1;
+  v.sizes = &size;
+  v.strides = &stride;
+  // 1e-6, -3e-5 and just below 2^-14: three (zeros, the normal, inf and nan are not)
+  EXPECT_EQ(ovf::count_below(v, ovf::dtype_min_normal(OVF_DTYPE_FLOAT16)), 3u);
+  EXPECT_EQ(ovf::count_below(v, ovf::dtype_min_normal(OVF_DTYPE_FLOAT8_E4M3)), 4u);  // + 2^-14 < 2^-6
+  // strided: every other element (0, 1e-6, 2^-14, 1, nan)
+  const int64_t half = (size + 1) / 2, step2 = 2;
+  v.sizes = &half;
+  v.strides = &step2;
+  EXPECT_EQ(ovf::count_below(v, ovf::dtype_min_normal(OVF_DTYPE_FLOAT16)), 1u);
+}
+
+TEST(Headroom, Float16SourceAgainstFp8) {
+  // fp16 bits: 0x1c00 = 2^-8 (below e4m3's 2^-6), 0x2400 = 2^-6 (not below), 0x0001 (below)
+  const std::vector<uint16_t> data = {0x1c00, 0x2400, 0x0001, 0x0000};
+  EXPECT_EQ(ovf::count_below(
+                [&] {
+                  static int64_t n = 4, s = 1;
+                  ovf::TensorView v;
+                  v.data = data.data();
+                  v.dtype = OVF_DTYPE_FLOAT16;
+                  v.ndim = 1;
+                  v.sizes = &n;
+                  v.strides = &s;
+                  return v;
+                }(),
+                ovf::dtype_min_normal(OVF_DTYPE_FLOAT8_E4M3)),
+            2u);
+}
+
+}  // namespace

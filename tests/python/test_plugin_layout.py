@@ -33,6 +33,7 @@ int main() {
   F(ovf_control, above); F(ovf_control, below); F(ovf_control, after_batch);
   F(ovf_control, abort_after_batch); F(ovf_control, trace_count); F(ovf_control, wait_released);
   F(ovf_control, trace_batches); F(ovf_control, module_glob); F(ovf_control, observe);
+  F(ovf_control, headroom_dtype);
   first = true;
   std::printf("], \"header\": [");
   F(ovf_state_t, magic); F(ovf_state_t, layout_version); F(ovf_state_t, header_size);

@@ -27,6 +27,9 @@ def add_arguments(p):
     p.add_argument("--json", action="store_true", help="one JSON object: frames with raw stats")
     p.add_argument("--ops", action="store_true",
                    help="also the op observer's records (ovf break-on-nan --ops), where the ops ran")
+    p.add_argument("--headroom", action="store_true",
+                   help="each line's headroom (ovf watch --headroom): abs max as a share of the dtype's "
+                   "largest value, values below its smallest normal")
 
 
 def run(session, args):
@@ -44,7 +47,7 @@ def run(session, args):
     if walk.inconsistent:
         notes.append(f"ovf: {len(walk.inconsistent)} records do not belong to the frame they follow "
                      f"(first: record {walk.inconsistent[0]}); the ring may be corrupt")
-    return "".join(n + "\n" for n in notes) + format_listing(walk.frames, ring.text, args.ops)
+    return "".join(n + "\n" for n in notes) + format_listing(walk.frames, ring.text, args.ops, args.headroom)
 
 
 def _filter(ring, args):

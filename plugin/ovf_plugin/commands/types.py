@@ -22,6 +22,16 @@ def count(text):
     return _integer_at_least(text, 1, "a count")
 
 
+def fraction(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction (a number in (0, 1])")
+    return value
+
+
 def threshold(text):
     try:
         value = float(text)

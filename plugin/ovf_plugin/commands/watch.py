@@ -7,6 +7,7 @@ float tensor's finite abs max exceeds X (e.g. 1e4: fp16 overflows at 6.5e4),
 removes all three.
 """
 
+from .. import layout
 from ..errors import OvfError
 from . import types
 
@@ -22,6 +23,11 @@ def add_arguments(p):
                    help="stop when a finite abs max rises above X")
     p.add_argument("--below", type=types.threshold, default=None, metavar="Y",
                    help="stop when a non-zero abs min falls below Y")
+    p.add_argument("--headroom", choices=sorted(layout.HEADROOM_DTYPES), default=None,
+                   help="stop before a cast to this dtype overflows: when abs max passes --fraction of its "
+                   "largest value; lines also count values below its smallest normal (ovf frames --headroom)")
+    p.add_argument("--fraction", type=types.fraction, default=0.5, metavar="F",
+                   help="with --headroom: the share of the dtype's largest value that stops (default 0.5)")
 
 
 def run(session, args):
@@ -29,11 +35,18 @@ def run(session, args):
     if args.glob == "off":
         a.above = a.below = None
         a.trace_batches = ()
-        a.touched |= {"thresholds", "trace"}
+        a.headroom = None
+        a.touched |= {"thresholds", "trace", "headroom"}
         return session.apply()
-    if args.batches is None and args.above is None and args.below is None:
-        raise OvfError("ovf watch: give --batches, --above or --below (or 'off')")
+    if args.batches is None and args.above is None and args.below is None and args.headroom is None:
+        raise OvfError("ovf watch: give --batches, --above, --below or --headroom (or 'off')")
     glob = "" if args.glob in ("", "*") else args.glob
+    if args.headroom is not None:
+        if args.above is not None:
+            raise OvfError("ovf watch: --headroom sets the abs max threshold itself; drop --above")
+        args.above = args.fraction * layout.HEADROOM_DTYPES[args.headroom][1]
+        a.headroom = args.headroom
+        a.touched.add("headroom")
     if args.above is not None or args.below is not None:
         a.above, a.below, a.watch_module = args.above, args.below, glob
         a.touched.add("thresholds")

@@ -36,6 +36,8 @@ class FrameBuilder {
   // Adds a line whose stats were computed elsewhere (weight cache, GPU engine).
   void add_stats(ovf_record_kind kind, uint32_t label_id, const Stats& stats, ovf_dtype dtype, DeviceId device,
                  uint32_t extra_flags = 0);
+  // Sets the headroom fields of the line added last.
+  void set_headroom(ovf_dtype against, uint64_t underflow);
   // A line without data: `what` is OVF_KIND_NONE, OVF_KIND_NOT_TENSOR, or a
   // tensor kind with OVF_FLAG_NO_DATA (a tensor whose memory cannot be read here).
   void add_value(ovf_record_kind what, uint32_t label_id, uint32_t flags = 0);
@@ -90,6 +92,11 @@ class Monitor {
   // module's frame, evaluates the control block and returns what to do.
   Outcome finish_frame(FrameBuilder& frame);
 
+  // For drivers that see no root module forward (the C++ API): the batch ends
+  // here. Advances the batch counter as a root frame does and writes the next
+  // batch's marker. Returns the new batch number.
+  uint64_t end_batch();
+
   // After optimizer.step(): `frame` holds the parameters that came out
   // non-finite (named by module path). `carried`: a gradient of one of them was
   // non-finite already (the step passed a NaN on; else the step produced it).
@@ -128,6 +135,13 @@ class Monitor {
   std::mutex glob_mutex_;  // module_matches runs on autograd threads too (backward ops)
   std::vector<std::pair<uint32_t, bool>> glob_cache_;  // by name id: (generation + 1, matches)
 };
+
+// control.headroom_dtype, when it names a floating dtype (else OVF_DTYPE_UNKNOWN).
+ovf_dtype headroom_dtype();
+
+// The headroom count of `view` against `against`: finite non-zero values below
+// its smallest normal (0 for non-floating tensors).
+uint64_t headroom_underflow(const TensorView& view, ovf_dtype against);
 
 // Event outcome helpers shared by every driver.
 std::string attach_instructions(int pid);

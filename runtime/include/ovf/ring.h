@@ -109,8 +109,18 @@ typedef struct ovf_record {
   double abs_max;          // 96  max |x| over finite x (0 when none finite)
   double abs_min_nonzero;  // 104 min |x| over finite non-zero x (+inf when none)
   uint64_t subnormal_count;  // 112 finite non-zero |x| below the dtype's smallest normal
-  uint32_t context_id;     // 120 OP_OUTPUT: innermost module path running the op (OVF_NO_ID: none)
-  uint32_t aux_id;         // 124 backward OP_OUTPUT: the forward op whose gradient this is
+  // The last 8 bytes mean one thing for op records and another for the tensor
+  // lines of a frame (kind WEIGHT, INPUT, OUTPUT, GRAD).
+  union {
+    struct {
+      uint32_t context_id;  // 120 OP_OUTPUT: innermost module path running the op (OVF_NO_ID: none)
+      uint32_t aux_id;      // 124 backward OP_OUTPUT: the forward op whose gradient this is
+    };
+    struct {
+      uint32_t headroom_dtype;      // 120 lines: enum ovf_dtype headroom is measured against (0: none)
+      uint32_t headroom_underflow;  // 124 lines: finite non-zero |x| below its smallest normal (saturating)
+    };
+  };
 } ovf_record;
 
 // The part of the state a debugger may write (and only this part). The runtime
@@ -158,7 +168,8 @@ typedef struct ovf_control {
   int64_t trace_batches[OVF_MAX_TRACE_BATCHES];  // +56
   char module_glob[OVF_GLOB_SIZE];               // +312 fnmatch pattern on the module path; "" = all
   uint32_t observe;                              // +568 enum ovf_observe_bits
-  uint8_t reserved[OVF_CONTROL_SIZE - 572];      // room to grow
+  uint32_t headroom_dtype;                       // +572 enum ovf_dtype lines measure headroom against (0: off)
+  uint8_t reserved[OVF_CONTROL_SIZE - 576];      // room to grow
 } ovf_control;
 
 // The exported state. Addresses are absolute in the process that wrote them.
@@ -171,7 +182,7 @@ typedef struct ovf_state_t {
   uint64_t records_addr;          // 24   ovf_record[record_capacity]
   uint64_t write_seq;             // 32   records reserved so far (next seq)
   uint64_t batch;                 // 40   the batch counter (the reference's batch_number)
-  uint64_t first_nonfinite_seq;   // 48   first line ever seen with NaN/Inf, or OVF_NO_SEQ
+  uint64_t first_nonfinite_seq;   // 48   first line with NaN/Inf since the session began, or OVF_NO_SEQ
   uint64_t last_event_seq;        // 56   FRAME seq of the latest stop event, or OVF_NO_SEQ
   uint64_t names_index_addr;      // 64   uint32 pairs {offset, length} into the arena
   uint64_t names_arena_addr;      // 72   bytes
@@ -229,6 +240,8 @@ static_assert(offsetof(ovf_record, abs_min_nonzero) == 104, "layout");
 static_assert(offsetof(ovf_record, subnormal_count) == 112, "layout");
 static_assert(offsetof(ovf_record, context_id) == 120, "layout");
 static_assert(offsetof(ovf_record, aux_id) == 124, "layout");
+static_assert(offsetof(ovf_record, headroom_dtype) == 120, "layout");
+static_assert(offsetof(ovf_record, headroom_underflow) == 124, "layout");
 
 static_assert(sizeof(ovf_control) == OVF_CONTROL_SIZE, "control block size is part of the layout");
 static_assert(offsetof(ovf_control, enabled) == 4, "layout");
@@ -243,6 +256,7 @@ static_assert(offsetof(ovf_control, wait_released) == 52, "layout");
 static_assert(offsetof(ovf_control, trace_batches) == 56, "layout");
 static_assert(offsetof(ovf_control, module_glob) == 312, "layout");
 static_assert(offsetof(ovf_control, observe) == 568, "layout");
+static_assert(offsetof(ovf_control, headroom_dtype) == 572, "layout");
 
 static_assert(sizeof(ovf_state_t) == OVF_HEADER_SIZE, "header size is part of the layout");
 static_assert(offsetof(ovf_state_t, layout_version) == 8, "layout");

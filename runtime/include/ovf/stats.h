@@ -49,6 +49,16 @@ Stats compute_stats_cpu(const TensorView& view);
 // The same over a contiguous buffer of n elements (what benchmarks and tests call).
 Stats compute_stats_contiguous(const void* data, ovf_dtype dtype, uint64_t n);
 
+// Headroom against a narrower floating type: finite non-zero |x| below
+// `threshold` (that type's smallest normal). A second read of the tensor, done
+// only when headroom is asked for (control.headroom_dtype).
+uint64_t count_below(const TensorView& view, double threshold);
+
+// The largest finite value and the smallest normal of a floating dtype
+// (0 for other dtypes).
+double dtype_max(ovf_dtype dtype);
+double dtype_min_normal(ovf_dtype dtype);
+
 // Decodes one element to double (tests and the reference implementation).
 double element_to_double(const void* element, ovf_dtype dtype);
 

@@ -25,6 +25,9 @@ def _parser():
     p.add_argument("--ring-capacity", type=int, default=None, metavar="N", help="records kept (65536)")
     p.add_argument("--ops", action="store_true",
                    help="also check every ATen op's outputs: names the op (and line) that produced the NaN")
+    p.add_argument("--headroom", choices=sorted(_options.HEADROOM_DTYPES), default=None,
+                   help="count each tensor's values below this dtype's smallest normal (shown by the "
+                   "debuggers' ovf frames --headroom)")
     p.add_argument("--backward", action="store_true",
                    help="also check the ops of the backward pass, named by the forward op they differentiate")
     p.add_argument("script", help="the training script")
@@ -41,6 +44,7 @@ def main(argv=None):
         "OVF_ABORT_AFTER": "" if args.abort_after is None else str(args.abort_after),
         "OVF_MODULE": args.module,
         "OVF_AFTER_BATCH": str(args.after_batch),
+        "OVF_HEADROOM": args.headroom or "",
         "OVF_OBSERVE": ",".join(name for name, on in (("ops", args.ops), ("backward", args.backward)) if on),
     }
     if args.ring_capacity is not None:

@@ -45,13 +45,16 @@ def _register_global_forward_hook():
 
 
 def enable(on_nan="raise", max_frames_to_save=21, trace_batch_nums=(), abort_after_batch_num=None,
-           module="", after_batch=0, above=None, below=None, ring_capacity=None, stop_mask=None, observe=0):
+           module="", after_batch=0, above=None, below=None, ring_capacity=None, stop_mask=None, observe=0,
+           headroom=None):
     """Turns detection on for every model this process runs. Idempotent.
 
     stop_mask: the events that stop (bits of ring.h's ovf_stop_bits); by default
     NaN and Inf, plus above/below when those thresholds are given.
     observe: also check every ATen op's outputs (_ovf.OBSERVE_OPS) and those of
-    the backward pass (_ovf.OBSERVE_BACKWARD)."""
+    the backward pass (_ovf.OBSERVE_BACKWARD).
+    headroom: "fp16", "bf16", "fp8_e4m3" or "fp8_e5m2": every line also counts
+    its values below that dtype's smallest normal (ovf frames --headroom)."""
     global _enabled
     on_event = _options.on_event_code(on_nan)
     frames = _options.max_frames(max_frames_to_save)
@@ -69,7 +72,8 @@ def enable(on_nan="raise", max_frames_to_save=21, trace_batch_nums=(), abort_aft
     _ovf.start_session(frames, trace, abort_after, on_event)
     explicit_mask = stop_mask
     stop_mask = _ovf.STOP_NAN | _ovf.STOP_INF
-    control = {"module_glob": module, "after_batch": int(after_batch), "observe": int(observe)}
+    control = {"module_glob": module, "after_batch": int(after_batch), "observe": int(observe),
+               "headroom_dtype": _options.headroom_code(headroom)}
     if above is not None:
         stop_mask |= _ovf.STOP_ABOVE
         control["above"] = float(above)
@@ -95,4 +99,4 @@ def enable_from_environment():
            trace_batch_nums=opts["trace_batch_nums"], abort_after_batch_num=opts["abort_after_batch_num"],
            module=opts["module"], after_batch=opts["after_batch"], above=opts["above"], below=opts["below"],
            ring_capacity=int(capacity) if capacity else None, stop_mask=opts["stop_mask"],
-           observe=opts["observe"])
+           observe=opts["observe"], headroom=opts["headroom"])

@@ -93,10 +93,23 @@ def from_environment(environ=None):
     if "OVF_STOP" in env:
         opts["stop_mask"] = stop_mask(env["OVF_STOP"], "OVF_STOP")
     opts["observe"] = observe_bits(env.get("OVF_OBSERVE", ""), "OVF_OBSERVE")
+    opts["headroom"] = env.get("OVF_HEADROOM", "") or None
+    headroom_code(opts["headroom"], "OVF_HEADROOM")
     return opts
 
 
 OBSERVE_BITS = {"ops": _ovf.OBSERVE_OPS, "backward": _ovf.OBSERVE_BACKWARD}
+# Headroom targets: enum ovf_dtype codes (ring.h).
+HEADROOM_DTYPES = {"fp16": 3, "bf16": 4, "fp8_e4m3": 13, "fp8_e5m2": 14}
+
+
+def headroom_code(name, where="headroom"):
+    """The control block's headroom_dtype for a name ("" or None: off)."""
+    if not name:
+        return 0
+    if name not in HEADROOM_DTYPES:
+        raise OptionError(f"ovf: {where} must be one of {', '.join(HEADROOM_DTYPES)}; got {name!r}")
+    return HEADROOM_DTYPES[name]
 
 
 def observe_bits(text, where="observe"):
