@@ -6,20 +6,27 @@
 // checks them only when an output is non-finite: that tells a producer (all
 // inputs finite) from a carrier. In-place ops overwrite their input, so theirs
 // is checked at the start instead.
+//
+// An op's module is the innermost module whose forward runs (module hooks, the
+// C++ API's scopes), refined by the parameters it takes (param_context.h): the
+// C++ API has no module hooks, so aten::linear on fc.weight names "fc".
 #include "ovf/op_observer.h"
 
 #include <ATen/record_function.h>
 
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "ovf/module_stack.h"
 #include "ovf/monitor.h"
+#include "ovf/param_context.h"
 #include "ovf/ring_writer.h"
 #include "ovf/torch_tensor.h"
 
@@ -32,8 +39,27 @@ struct PendingOp {
   bool in_place = false;
   bool input_nonfinite = false;     // in-place ops: decided at the start
   bool constant_nonfinite = false;  // a scalar argument or 0-dim tensor input is NaN/Inf
+  uint32_t context = OVF_NO_ID;     // the module the op runs in
   std::vector<at::Tensor> inputs;   // other ops: checked at the end if needed
 };
+
+// Watched parameters -> their module (param_context.h). Written when a C++
+// Watch starts or ends, read by every op: a reader-writer lock, and a flag that
+// keeps programs registering nothing (Python) off the lock entirely.
+struct ParamRegistry {
+  std::shared_mutex mutex;
+  std::unordered_map<const void*, uint32_t> by_impl;     // TensorImpl*
+  std::unordered_map<const void*, uint32_t> by_storage;  // StorageImpl*: views of a parameter
+  std::vector<at::Tensor> keep;                          // the addresses above stay theirs
+  std::atomic<bool> any{false};
+};
+
+ParamRegistry& param_registry() {
+  static auto* registry = new ParamRegistry();  // never destroyed: ops may run during exit
+  return *registry;
+}
+
+std::atomic<OpEventHandler> g_op_event_handler{nullptr};
 
 // A backward node (e.g. LogBackward0) whose inner ops are running.
 struct BackwardNode {
@@ -135,6 +161,26 @@ void for_each_tensor(const c10::IValue& value, Fn&& fn) {
 
 bool in_backward() { return !t_backward.empty(); }
 
+// The module a forward op runs in: the innermost module (or the enclosing op's
+// module, which its parameters may have refined), refined again by the first
+// input that is a watched parameter of a module inside it.
+uint32_t op_context(const at::RecordFunction& fn) {
+  uint32_t context = innermost_module();
+  if (t_depth > 0) {
+    const uint32_t enclosing = t_pending[t_depth - 1].context;
+    if (enclosing != OVF_NO_ID && module_within(enclosing, context)) context = enclosing;
+  }
+  if (!param_registry().any.load(std::memory_order_acquire)) return context;
+  for (const c10::IValue& input : fn.inputs()) {
+    uint32_t owner = OVF_NO_ID;
+    for_each_tensor(input, [&](const at::Tensor& t) {
+      if (owner == OVF_NO_ID) owner = parameter_module(t);
+    });
+    if (owner != OVF_NO_ID) return module_within(owner, context) ? owner : context;
+  }
+  return context;
+}
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   const uint32_t observe = read_observe();
   if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
@@ -145,17 +191,21 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     return nullptr;
   }
   const bool backward = in_backward();
+  const bool noted = !backward && fn.seqNr() >= 0 && (observe & OVF_OBSERVE_BACKWARD);
+  const bool observed = observe & (backward ? OVF_OBSERVE_BACKWARD : OVF_OBSERVE_OPS);
+  if (!noted && !observed) return nullptr;
+  const uint32_t context = backward ? OVF_NO_ID : op_context(fn);
   // Every forward op with a sequence number is noted while backward is
   // observed, checked or not: ops that make no autograd node share the next
   // node's number, and the one that makes it comes last, so it wins the slot.
-  if (!backward && fn.seqNr() >= 0 && (observe & OVF_OBSERVE_BACKWARD)) {
-    g_forward_ops[static_cast<size_t>(fn.seqNr()) % kForwardOps] = {fn.seqNr(), op_name_id(fn.name()),
-                                                                    innermost_module()};
+  if (noted) {
+    g_forward_ops[static_cast<size_t>(fn.seqNr()) % kForwardOps] = {fn.seqNr(), op_name_id(fn.name()), context};
   }
-  if (!(observe & (backward ? OVF_OBSERVE_BACKWARD : OVF_OBSERVE_OPS))) return nullptr;
+  if (!observed) return nullptr;
   if (t_depth == t_pending.size()) t_pending.emplace_back();
   PendingOp& op = t_pending[t_depth++];
   op.handle = fn.handle();
+  op.context = context;
   op.in_place = is_in_place(fn);
   op.input_nonfinite = false;
   op.constant_nonfinite = false;
@@ -208,7 +258,7 @@ void record_outputs(const at::RecordFunction& fn, PendingOp& op) {
     r.frame_seq = OVF_NO_SEQ;
     r.name_id = op_name_id(name);
     r.label_id = output_label_id(i, outputs.size());
-    r.context_id = node != nullptr ? node->module_id : innermost_module();
+    r.context_id = node != nullptr ? node->module_id : op.context;
     r.aux_id = node != nullptr ? node->forward_op_id : OVF_NO_ID;
     r.dtype = view.dtype;
     const DeviceId device = device_of(out);
@@ -233,7 +283,10 @@ void record_outputs(const at::RecordFunction& fn, PendingOp& op) {
     r.abs_min = s.abs_min;
     r.abs_max = s.abs_max;
     r.abs_min_nonzero = s.abs_min_nonzero;
-    Monitor::instance().op_output(r);
+    const uint32_t events = Monitor::instance().op_output(r);
+    if (events != 0) {
+      if (OpEventHandler handler = g_op_event_handler.load(std::memory_order_acquire)) handler(r, events);
+    }
   }
 }
 
@@ -263,6 +316,50 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
 }
 
 }  // namespace
+
+void watch_parameter(const at::Tensor& param, uint32_t module_name_id) {
+  if (!param.defined()) return;
+  ParamRegistry& registry = param_registry();
+  std::unique_lock<std::shared_mutex> lock(registry.mutex);
+  if (!registry.by_impl.emplace(param.unsafeGetTensorImpl(), module_name_id).second) return;
+  if (param.has_storage()) registry.by_storage.emplace(param.storage().unsafeGetStorageImpl(), module_name_id);
+  registry.keep.push_back(param);
+  registry.any.store(true, std::memory_order_release);
+}
+
+void clear_watched_parameters() {
+  ParamRegistry& registry = param_registry();
+  std::vector<at::Tensor> released;
+  {
+    std::unique_lock<std::shared_mutex> lock(registry.mutex);
+    registry.any.store(false, std::memory_order_release);
+    registry.by_impl.clear();
+    registry.by_storage.clear();
+    released.swap(registry.keep);
+  }
+  // the last references may free tensors: outside the lock
+}
+
+uint32_t parameter_module(const at::Tensor& t) {
+  ParamRegistry& registry = param_registry();
+  if (!registry.any.load(std::memory_order_acquire) || !t.defined()) return OVF_NO_ID;
+  std::shared_lock<std::shared_mutex> lock(registry.mutex);
+  auto it = registry.by_impl.find(t.unsafeGetTensorImpl());
+  if (it != registry.by_impl.end()) return it->second;
+  if (!t.has_storage() || registry.by_storage.empty()) return OVF_NO_ID;
+  auto st = registry.by_storage.find(t.storage().unsafeGetStorageImpl());
+  return st != registry.by_storage.end() ? st->second : OVF_NO_ID;
+}
+
+bool module_within(uint32_t inner, uint32_t outer) {
+  if (outer == OVF_NO_ID || inner == outer) return true;
+  if (inner == OVF_NO_ID) return false;
+  const std::string_view o = interned(outer), i = interned(inner);
+  if (o.empty()) return true;  // the root module contains every path
+  return i.size() > o.size() && i.compare(0, o.size(), o) == 0 && i[o.size()] == '.';
+}
+
+void set_op_event_handler(OpEventHandler handler) { g_op_event_handler.store(handler, std::memory_order_release); }
 
 void sync_op_observer() {
   const bool wanted = read_observe() != 0;
