@@ -44,7 +44,8 @@ def _import_plugin():
 
 
 def _report(postmortem, cores, count):
-    """Prints the text report; returns whether every core could be read."""
+    """Prints each readable core's summary and frames, then the ranks' order;
+    the errors go to stderr, one line each."""
     sections = []
     for core in cores:
         if core.error:
@@ -78,6 +79,9 @@ def main(argv=None):
                     print(core.error, file=sys.stderr)
         else:
             _report(postmortem, cores, args.frames)
+    except BrokenPipeError:  # `... | head`: the reader has what it wanted
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - so that the exit's flush does not fail again
+        return 0
     except Exception as e:  # noqa: BLE001 - a hostile core gets one line, never a traceback
         if os.environ.get("OVF_DEBUG"):
             traceback.print_exc()
