@@ -89,6 +89,9 @@ int main(int argc, char** argv) {
   } catch (const ovf::NonFiniteError& e) {
     std::cerr << "ovf::NonFiniteError (batch " << e.batch() << "): " << e.what() << std::endl;
     return 1;
+  } catch (const ovf::OptionError& e) {  // a bad OVF_* variable
+    std::cerr << e.what() << std::endl;
+    return 2;
   }
   return 0;
 }
