@@ -78,8 +78,8 @@ def walk_back(ring, count, end_seq=None, keep=None):
         if isinstance(r, BadSlot):
             walk.stopped_by = r
             break
-        if r.kind == layout.KIND_CHECKPOINT:
-            continue
+        if r.kind in (layout.KIND_CHECKPOINT, layout.KIND_STEP, layout.KIND_STEP_PARAM):
+            continue  # not the reference's frames: detect_overflow, optimizer steps
         if r.kind == layout.KIND_OP_OUTPUT:
             if lines:
                 walk.inconsistent.append(r.seq)  # an op inside a frame's lines
@@ -112,7 +112,7 @@ def walk_back(ring, count, end_seq=None, keep=None):
 def frame_at(ring, seq):
     """The frame whose FRAME record has `seq`, with its markers, or None."""
     header = ring.record(seq)
-    if isinstance(header, BadSlot) or header.kind != layout.KIND_FRAME:
+    if isinstance(header, BadSlot) or header.kind not in (layout.KIND_FRAME, layout.KIND_STEP):
         return None
     lines = []
     for line_seq in range(seq + 1, min(ring.end_seq, seq + 1 + MAX_LINES)):
@@ -124,7 +124,8 @@ def frame_at(ring, seq):
     for marker_seq in range(seq - 1, ring.floor_seq - 1, -1):
         r = ring.record(marker_seq)
         if isinstance(r, BadSlot) or r.kind not in (layout.KIND_BATCH_START, layout.KIND_CHECKPOINT,
-                                                    layout.KIND_OP_OUTPUT):
+                                                    layout.KIND_OP_OUTPUT, layout.KIND_STEP,
+                                                    layout.KIND_STEP_PARAM):
             break
         if r.kind == layout.KIND_BATCH_START:
             frame.markers.insert(0, r)

@@ -25,9 +25,10 @@ STOP_FUNCTION = "ovf_stop_event"
 # enum ovf_record_kind
 KIND_EMPTY, KIND_FRAME, KIND_WEIGHT, KIND_INPUT, KIND_OUTPUT, KIND_GRAD = range(6)
 KIND_OP_OUTPUT, KIND_CHECKPOINT, KIND_BATCH_START, KIND_NONE, KIND_NOT_TENSOR = range(6, 11)
+KIND_STEP, KIND_STEP_PARAM = 11, 12  # optimizer.step() and its non-finite parameters
 KIND_NAMES = ("empty", "frame", "weight", "input", "output", "grad", "op", "checkpoint",
-              "batch", "none", "not-tensor")
-LINE_KINDS = frozenset({KIND_WEIGHT, KIND_INPUT, KIND_OUTPUT, KIND_GRAD, KIND_OP_OUTPUT,
+              "batch", "none", "not-tensor", "step", "step-param")
+LINE_KINDS = frozenset({KIND_WEIGHT, KIND_INPUT, KIND_OUTPUT, KIND_GRAD, KIND_OP_OUTPUT, KIND_STEP_PARAM,
                         KIND_NONE, KIND_NOT_TENSOR})
 
 # enum ovf_dtype, index = value

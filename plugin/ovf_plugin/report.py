@@ -68,7 +68,7 @@ def format_record(r, text):
     """One record as the reference prints it; `text(id)` returns an interned
     string, escaped (Ring.text)."""
     kind = r.kind
-    if kind == layout.KIND_FRAME:
+    if kind in (layout.KIND_FRAME, layout.KIND_STEP):
         return f"{PREFIX} {text(r.name_id)} {text(r.label_id)}"
     if kind == layout.KIND_BATCH_START:
         return f"\n\n{PREFIX} *** Starting batch number={r.batch} ***\n{COLUMN_HEADER}"

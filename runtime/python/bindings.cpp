@@ -397,7 +397,7 @@ void after_optimizer_step(py::handle optimizer) {
       const uint32_t label_id = label != parameter_labels().end()
                                     ? label->second
                                     : ovf::intern("param_groups[...]params[" + std::to_string(i) + "]");
-      frame.add_stats(OVF_KIND_WEIGHT, label_id, s, view.dtype, device_of(t));
+      frame.add_stats(OVF_KIND_STEP_PARAM, label_id, s, view.dtype, device_of(t));
       any = true;
       const at::Tensor& grad = t.grad();
       TensorView grad_view;

@@ -408,9 +408,11 @@ uint32_t Monitor::optimizer_step(FrameBuilder& frame, bool carried) {
     if (r.nan_count) events |= OVF_STOP_NAN;
     if (r.pos_inf_count + r.neg_inf_count) events |= OVF_STOP_INF;
   }
+  // Not one of the reference's frames: its own kinds, which reports skip.
+  records.front().kind = OVF_KIND_STEP;
   records.front().flags |= carried ? OVF_FLAG_CARRIER : OVF_FLAG_PRODUCER;
+  for (size_t i = 1; i < records.size(); ++i) records[i].kind = OVF_KIND_STEP_PARAM;
   const uint64_t first = append_records(records.data(), static_cast<uint32_t>(records.size()));
-  ++ovf_state.frames_written;
   if (events == 0) return 0;
   __atomic_store_n(&last_nonfinite_seq_, first, __ATOMIC_RELEASE);
   uint64_t expected = OVF_NO_SEQ;

@@ -93,6 +93,7 @@ std::string escape_text(std::string_view text) {
 std::string format_record(const ovf_record& r) {
   switch (r.kind) {
     case OVF_KIND_FRAME:
+    case OVF_KIND_STEP:
       // f"{self.prefix} {self.module_names[module]} {module.__class__.__name__}"
       return std::string(kPrefix) + " " + escape_text(interned(r.name_id)) + " " + escape_text(interned(r.label_id));
     case OVF_KIND_BATCH_START:
@@ -138,8 +139,12 @@ std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq,
     --seq;
     const ovf_record* r = find_record(seq);
     if (r == nullptr) break;  // overwritten: the ring holds nothing older
-    // detect_overflow checkpoints and op records are not the reference's frames.
-    if (r->kind == OVF_KIND_CHECKPOINT || r->kind == OVF_KIND_OP_OUTPUT) continue;
+    // detect_overflow checkpoints, op records and optimizer steps are not the
+    // reference's frames.
+    if (r->kind == OVF_KIND_CHECKPOINT || r->kind == OVF_KIND_OP_OUTPUT || r->kind == OVF_KIND_STEP ||
+        r->kind == OVF_KIND_STEP_PARAM) {
+      continue;
+    }
     if (frames == max_frames) {
       // Past the oldest kept frame only its batch markers still belong to it.
       if (r->kind != OVF_KIND_BATCH_START) break;
@@ -174,8 +179,8 @@ std::string describe_first_nonfinite() {
     return "ovf: the first non-finite value was produced by " + text(first->name_id) + " in " +
            text(first->context_id) + " (batch " + batch + ")\n";
   }
-  const ovf_record* frame = first->kind == OVF_KIND_WEIGHT ? find_record(first->frame_seq) : nullptr;
-  if (frame != nullptr && interned(frame->name_id) == "optimizer.step") {
+  const ovf_record* frame = first->kind == OVF_KIND_STEP_PARAM ? find_record(first->frame_seq) : nullptr;
+  if (frame != nullptr && frame->kind == OVF_KIND_STEP) {
     return "ovf: the first non-finite value was written by optimizer.step (" + text(frame->label_id) + ") into " +
            text(first->label_id) + " (after batch " + batch + ")\n";
   }

@@ -10,7 +10,7 @@ import time
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from conftest import PACKAGE_PARENT
+from build_paths import PACKAGE_PARENT
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "scripts", "nan_at_batch2.py")

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from conftest import PACKAGE_PARENT, REPO
+from build_paths import PACKAGE_PARENT, REPO
 
 CASES = [
     # script, batch in the report, last frame's header, the non-finite line's label

@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from conftest import PACKAGE_PARENT
+from build_paths import PACKAGE_PARENT
 
 PROBE = """
 import ctypes, struct, sys

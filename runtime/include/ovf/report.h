@@ -37,8 +37,8 @@ extern const char* const kColumnHeader;  // "abs min  abs max  metadata"
 std::string format_frames(const std::vector<const ovf_record*>& records);
 
 // The last `max_frames` frames with seq in [floor_seq, end_seq), walked back
-// through the ring, oldest first, in ring order; CHECKPOINT and OP_OUTPUT
-// records are not part of the reference's frames and are skipped. `frames_found` receives the count.
+// through the ring, oldest first, in ring order; CHECKPOINT, OP_OUTPUT and
+// optimizer STEP records are not part of the reference's frames and are skipped. `frames_found` receives the count.
 std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq, uint32_t max_frames,
                                            uint32_t* frames_found);
 

@@ -47,6 +47,8 @@ enum ovf_record_kind {
   OVF_KIND_BATCH_START = 8, // "*** Starting batch number=N ***": batch = N
   OVF_KIND_NONE = 9,        // a None value at label_id
   OVF_KIND_NOT_TENSOR = 10, // a non-tensor value at label_id
+  OVF_KIND_STEP = 11,       // optimizer.step(): name_id "optimizer.step", label_id the optimizer's class
+  OVF_KIND_STEP_PARAM = 12, // a parameter non-finite after that step: label_id "module.path.name"
 };
 
 // Tensor element types as the runtime sees them (independent of torch's enum).
