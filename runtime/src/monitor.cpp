@@ -372,7 +372,8 @@ Outcome Monitor::event_outcome(uint32_t events, uint64_t frame_seq, uint64_t fra
       out.text = report_text(frame_end);
       out.action = Action::kAbort;
       out.message = "ovf: non-finite value detected; aborting so that the kernel writes a core file "
-                    "(open it with: gdb python3 core, then: ovf frames)";
+                    "(open it with: gdb python3 core, then: ovf frames; or without a debugger: "
+                    "python3 -m ovf.postmortem core)";
       break;
     case OVF_ON_EVENT_WAIT:
       // Wait at the first event only: once released, every later frame carries
@@ -510,9 +511,19 @@ bool Monitor::checkpoint(const Stats& s, ovf_dtype dtype, DeviceId device, const
 
 std::string attach_instructions(int pid) {
   const std::string p = std::to_string(pid);
-  return "ovf: process " + p + " is waiting for a debugger. Attach with one of:\n"
-         "    gdb -p " + p + " -ex 'ovf frames'\n"
-         "    lldb -p " + p + " -o 'ovf frames'\n"
+  // Under torchrun the ranks' output interleaves and gdb -p works only on the
+  // rank's own host: name both. A single process reads as before.
+  std::string who = "process " + p, where;
+  if (ovf_state.rank >= 0) {
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    who = "rank " + std::to_string(ovf_state.rank) + " of " + std::to_string(ovf_state.world_size) + " (process " +
+          p + " on " + host + ")";
+    where = std::string(" on ") + host;
+  }
+  return "ovf: " + who + " is waiting for a debugger. Attach" + where + " with one of:\n" +
+         "    gdb -p " + p + " -ex 'ovf frames'\n" +
+         "    lldb -p " + p + " -o 'ovf frames'\n" +
          "ovf: then 'ovf release' and 'continue' let training go on.\n";
 }
 

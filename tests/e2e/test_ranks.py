@@ -6,6 +6,7 @@ listed and ordered by python3 -m ovf.postmortem."""
 import os
 import re
 import shlex
+import socket
 import shutil
 import subprocess
 import sys
@@ -73,6 +74,9 @@ def test_wait_mode_stops_only_that_rank_and_its_attach_command_works(tmp_path):
         ranks = _children(launcher.pid)
         commands = re.findall(r"^    (gdb -p (\d+) -ex 'ovf frames')$", waiting, re.M)
         assert [int(pid) for _, pid in commands] == [ranks[1]], waiting
+        host = socket.gethostname()
+        assert (f"ovf: rank 1 of 2 (process {ranks[1]} on {host}) is waiting for a debugger. "
+                f"Attach on {host} with one of:") in waiting
         command = commands[0][0]
         # Rank 0 does not wait for a debugger: it waits in the all_reduce of batch 2, for rank 1.
         rank0 = _wait_for(logs, 0, "rank 0 step 1 loss", launcher)
