@@ -384,20 +384,45 @@ void after_optimizer_step(py::handle optimizer) {
               ovf::intern(py::str(optimizer.get_type().attr("__name__")).cast<std::string>()), false);
   bool any = false, carried = false;
   size_t index = 0;
+  // Its state (Adam's exp_avg, exp_avg_sq, ...) when asked: more reads per step.
+  const bool with_state = ovf_state.control.observe & OVF_OBSERVE_OPTIMIZER_STATE;
+  py::object state = py::none();
+  if (with_state) state = optimizer.attr("state");
   for (py::handle group : optimizer.attr("param_groups")) {
     for (py::handle p : group["params"]) {
       const size_t i = index++;
       if (!THPVariable_Check(p.ptr())) continue;
       const at::Tensor& t = THPVariable_Unpack(p.ptr());
+      auto label = parameter_labels().find(t.unsafeGetTensorImpl());
+      const std::string name = label != parameter_labels().end()
+                                   ? std::string(ovf::interned(label->second))
+                                   : "param_groups[...]params[" + std::to_string(i) + "]";
+      PyObject* slots = with_state && PyDict_Check(state.ptr()) ? PyDict_GetItem(state.ptr(), p.ptr()) : nullptr;
+      if (slots != nullptr && PyDict_Check(slots)) {
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(slots, &pos, &key, &value)) {
+          TensorView slot_view;
+          if (!THPVariable_Check(value) || !PyUnicode_Check(key)) continue;
+          const at::Tensor& slot = THPVariable_Unpack(value);
+          if (!readable_view(slot, &slot_view)) continue;
+          const Stats slot_stats = ovf::compute_stats_cpu(slot_view);
+          if (!slot_stats.nonfinite()) continue;
+          const char* slot_name = PyUnicode_AsUTF8(key);
+          if (slot_name == nullptr) {
+            PyErr_Clear();
+            continue;
+          }
+          frame.add_stats(OVF_KIND_STEP_PARAM, ovf::intern(name + " " + slot_name), slot_stats, slot_view.dtype,
+                          device_of(slot));
+          any = true;
+        }
+      }
       TensorView view;
       if (!readable_view(t, &view)) continue;
       const Stats s = ovf::compute_stats_cpu(view);
       if (!s.nonfinite()) continue;
-      auto label = parameter_labels().find(t.unsafeGetTensorImpl());
-      const uint32_t label_id = label != parameter_labels().end()
-                                    ? label->second
-                                    : ovf::intern("param_groups[...]params[" + std::to_string(i) + "]");
-      frame.add_stats(OVF_KIND_STEP_PARAM, label_id, s, view.dtype, device_of(t));
+      frame.add_stats(OVF_KIND_STEP_PARAM, ovf::intern(name), s, view.dtype, device_of(t));
       any = true;
       const at::Tensor& grad = t.grad();
       TensorView grad_view;
@@ -561,5 +586,6 @@ PYBIND11_MODULE(_ovf, m) {
   m.attr("STOP_BACKWARD") = int(OVF_STOP_BACKWARD);
   m.attr("OBSERVE_OPS") = int(OVF_OBSERVE_OPS);
   m.attr("OBSERVE_BACKWARD") = int(OVF_OBSERVE_BACKWARD);
+  m.attr("OBSERVE_OPTIMIZER_STATE") = int(OVF_OBSERVE_OPTIMIZER_STATE);
   m.def("sync_op_observer", &ovf::sync_op_observer, "Arms or disarms the op observer per control.observe.");
 }

@@ -11,7 +11,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import BUILD
+from build_paths import BUILD
 from elftools.elf.elffile import ELFFile
 
 TRAIN = os.path.join(BUILD, "examples", "cpp", "train")

@@ -174,3 +174,23 @@ def test_removing_the_watcher_disarms_the_observer():
     before = ring_now().end_seq
     torch.log(torch.tensor([-1.0]))  # no observer: nothing written
     assert ring_now().end_seq == before
+
+
+def test_optimizer_state_names_adams_moments():
+    model = nn.Linear(2, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=0.1)
+    debug = ovf.DebugUnderflowOverflow(model, on_nan="continue", optimizers="state")
+    start = ring_now().end_seq
+    try:
+        model(torch.tensor([[float("inf"), 1.0]])).sum().backward()  # inf gradient for the weight
+        opt.step()
+    finally:
+        debug.remove()
+    ring = ring_now()
+    records = records_since(ring, start)
+    steps = [r for r in records if r.kind == layout.KIND_STEP]
+    assert [ring.text(r.label_id) for r in steps] == ["Adam"]
+    assert steps[0].flags & layout.FLAG_CARRIER  # the gradient brought the inf in
+    names = sorted(ring.text(r.label_id) for r in records if r.kind == layout.KIND_STEP_PARAM)
+    assert names == ["weight", "weight exp_avg", "weight exp_avg_sq"]
+    assert _ovf.control()["observe"] == 0  # removed: nothing observed any more

@@ -145,6 +145,7 @@ enum ovf_stop_bits {
 enum ovf_observe_bits {
   OVF_OBSERVE_OPS = 1u << 0,       // every ATen op's outputs, in the forward pass
   OVF_OBSERVE_BACKWARD = 1u << 1,  // every ATen op run by the backward pass
+  OVF_OBSERVE_OPTIMIZER_STATE = 1u << 2,  // after a step, the optimizer's state tensors too (Adam's moments)
 };
 
 // What the runtime does after it called the stop hook for an event.

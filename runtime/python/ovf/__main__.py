@@ -28,6 +28,8 @@ def _parser():
     p.add_argument("--headroom", choices=sorted(_options.HEADROOM_DTYPES), default=None,
                    help="count each tensor's values below this dtype's smallest normal (shown by the "
                    "debuggers' ovf frames --headroom)")
+    p.add_argument("--optimizer-state", action="store_true",
+                   help="after each optimizer step also check its state tensors (Adam's moments)")
     p.add_argument("--backward", action="store_true",
                    help="also check the ops of the backward pass, named by the forward op they differentiate")
     p.add_argument("script", help="the training script")
@@ -45,7 +47,8 @@ def main(argv=None):
         "OVF_MODULE": args.module,
         "OVF_AFTER_BATCH": str(args.after_batch),
         "OVF_HEADROOM": args.headroom or "",
-        "OVF_OBSERVE": ",".join(name for name, on in (("ops", args.ops), ("backward", args.backward)) if on),
+        "OVF_OBSERVE": ",".join(name for name, on in (("ops", args.ops), ("backward", args.backward),
+                                                      ("optimizer_state", args.optimizer_state)) if on),
     }
     if args.ring_capacity is not None:
         env["OVF_RING_CAPACITY"] = str(args.ring_capacity)

@@ -33,7 +33,8 @@ class DebugUnderflowOverflow:
         optimizers: check the parameters after every optimizer step (optimizers
             created from now on, on torch < 2.0): a debugger stops at the step that
             wrote the NaN, named by parameter path; without one the next forward
-            reports it, as in the reference.
+            reports it, as in the reference. "state": the optimizer's state tensors
+            (Adam's exp_avg, exp_avg_sq) too.
     """
 
     def __init__(self, model, max_frames_to_save=21, trace_batch_nums=[], abort_after_batch_num=None,  # noqa: B006
@@ -58,8 +59,11 @@ class DebugUnderflowOverflow:
         for module, name in self.module_names.items():
             _ovf.watch_module(module, name, module is model)
         self._handles = [_hooks.register_forward_hook(m) for m in self.module_names]
-        observe = (_ovf.OBSERVE_OPS if ops else 0) | (_ovf.OBSERVE_BACKWARD if backward else 0)
-        if observe:  # the op observer names the innermost module: pre-hooks keep track
+        if optimizers not in (False, True, "state"):
+            raise _options.OptionError(f"ovf: optimizers must be False, True or 'state'; got {optimizers!r}")
+        observe = ((_ovf.OBSERVE_OPS if ops else 0) | (_ovf.OBSERVE_BACKWARD if backward else 0)
+                   | (_ovf.OBSERVE_OPTIMIZER_STATE if optimizers == "state" else 0))
+        if ops or backward:  # the op observer names the innermost module: pre-hooks keep track
             self._handles += [m.register_forward_pre_hook(_ovf.forward_pre_hook) for m in self.module_names]
         if optimizers:
             from . import _optimizer

@@ -35,8 +35,16 @@ def _wrap_step(cls):
     cls.step = checked_step
 
 
+def _all_subclasses(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _all_subclasses(sub)
+
+
 def install():
-    """Idempotent. Optimizers created before it, on torch < 2.0, are not checked."""
+    """Idempotent. On torch < 2.0 the step of every Optimizer class defined now
+    is wrapped (optimizers made before count too), and classes defined later
+    are wrapped when their first instance is made."""
     global _installed
     if _installed:
         return
@@ -47,6 +55,8 @@ def install():
     if register is not None:
         register(_check)
         return
+    for cls in list(_all_subclasses(torch.optim.Optimizer)):
+        _wrap_step(cls)
     original_init = torch.optim.Optimizer.__init__
 
     @functools.wraps(original_init)

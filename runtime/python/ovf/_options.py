@@ -98,7 +98,8 @@ def from_environment(environ=None):
     return opts
 
 
-OBSERVE_BITS = {"ops": _ovf.OBSERVE_OPS, "backward": _ovf.OBSERVE_BACKWARD}
+OBSERVE_BITS = {"ops": _ovf.OBSERVE_OPS, "backward": _ovf.OBSERVE_BACKWARD,
+                "optimizer_state": _ovf.OBSERVE_OPTIMIZER_STATE}
 # Headroom targets: enum ovf_dtype codes (ring.h).
 HEADROOM_DTYPES = {"fp16": 3, "bf16": 4, "fp8_e4m3": 13, "fp8_e5m2": 14}
 
@@ -113,13 +114,14 @@ def headroom_code(name, where="headroom"):
 
 
 def observe_bits(text, where="observe"):
-    """A comma list from "ops", "backward" as the control block's observe bits."""
+    """A comma list from "ops", "backward", "optimizer_state" as the control block's observe bits."""
     bits = 0
     for name in (n.strip() for n in text.split(",")):
         if not name:
             continue
         if name not in OBSERVE_BITS:
-            raise OptionError(f"ovf: {where} names what to observe from ops, backward; got {name!r}")
+            raise OptionError(f"ovf: {where} names what to observe from {', '.join(OBSERVE_BITS)}; "
+                              f"got {name!r}")
         bits |= OBSERVE_BITS[name]
     return bits
 

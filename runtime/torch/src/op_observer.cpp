@@ -362,7 +362,7 @@ bool module_within(uint32_t inner, uint32_t outer) {
 void set_op_event_handler(OpEventHandler handler) { g_op_event_handler.store(handler, std::memory_order_release); }
 
 void sync_op_observer() {
-  const bool wanted = read_observe() != 0;
+  const bool wanted = (read_observe() & (OVF_OBSERVE_OPS | OVF_OBSERVE_BACKWARD)) != 0;
   if (wanted == g_registered) return;
   std::lock_guard<std::mutex> lock(g_register_mutex);
   if (wanted && !g_registered) {
