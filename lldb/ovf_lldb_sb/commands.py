@@ -13,9 +13,8 @@ from ovf_plugin.errors import OvfError
 from . import sessions
 from .wording import for_lldb
 
-SHORT_HELP = "Find the first inf/nan of a PyTorch run and stop there."
 # No backticks: this text goes through an LLDB command line, which evaluates them.
-LONG_HELP = SHORT_HELP + " Each command has 'help ovf NAME' and --help; docs/commands.md lists them all."
+HELP = "Find the first inf/nan of a PyTorch run and stop there (help ovf NAME, or NAME --help)."
 
 
 class OvfCommand:
@@ -77,7 +76,7 @@ def register(debugger, module_name, package_dirs=()):
     interpreter = debugger.GetCommandInterpreter()
     result = lldb.SBCommandReturnObject()
     # Fails once the container exists (a second import): keep it.
-    interpreter.HandleCommand(f'command container add -h "{SHORT_HELP}" -H "{LONG_HELP}" ovf', result)
+    interpreter.HandleCommand(f'command container add -h "{HELP}" ovf', result)
     for name, cls in COMMAND_CLASSES.items():
         result = lldb.SBCommandReturnObject()
         interpreter.HandleCommand(f"command script add -o -c {module_name}.{cls.__name__} ovf {name}", result)

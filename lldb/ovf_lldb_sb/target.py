@@ -13,7 +13,7 @@ from ovf_plugin.target import Target, TargetMemoryError
 CALLBACK = "ovf_lldb.stop_callback"  # resolved by LLDB in the module `command script import` loaded
 _CORE_PLUGINS = ("elf-core", "minidump", "mach-o-core")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SEARCH_PATH = re.compile(r'^\[\d+\] "(.*)" -> "(.*)"$', re.M)
+_FILE_LIST_ITEM = re.compile(r"\[\d+\]: (.*?)(?=  \[\d+\]: |\n|$)")
 MAX_LIBRARIES = 4096  # cap on the dynamic loader's list read from a core (untrusted memory)
 
 
@@ -25,7 +25,6 @@ class LldbTarget(Target):
         self.debugger = debugger
         self._pinned = None
         self._breakpoint = None  # (SBTarget, breakpoint id)
-        self._missing = None  # the library missing_library last reported
 
     @contextlib.contextmanager
     def pinned(self, target):
@@ -98,7 +97,7 @@ class LldbTarget(Target):
             if address != lldb.LLDB_INVALID_ADDRESS:
                 return address
         if self.kind() == "core":
-            return self._symbol_in_remapped_library(name)
+            return self._symbol_in_searched_library(name)
         return None
 
     def _libraries(self):
@@ -147,45 +146,36 @@ class LldbTarget(Target):
         known = self._module_paths()
         for _, path in self._libraries():
             if name_part in os.path.basename(path) and path not in known:
-                self._missing = path
                 return path
         return None
 
     def library_hint(self):
-        old = os.path.dirname(self._missing) if self._missing else "OLD_DIR"
-        return f"point lldb at it with: target modules search-paths add {old} NEW_DIR"
+        return "point lldb at it with: settings append target.exec-search-paths DIR"
 
-    def _symbol_in_remapped_library(self, name):
-        """A core whose runtime library moved: once the user mapped its old
-        directory to the new one (target modules search-paths add), LLDB does
-        not reload it; load it here, at the address the core's loader list gives."""
+    def _symbol_in_searched_library(self, name):
+        """A core whose runtime library moved: LLDB looks in target.exec-search-paths
+        only while it loads the core, so a directory added later is searched here,
+        and the library loaded at the address the core's loader list gives.
+        (`target modules search-paths add`, SBTarget.AppendImageSearchPath, is no
+        way out: on a loaded core LLDB 19 then drops every library's load address.)"""
         target = self.sbtarget()
         known = self._module_paths()
+        directories = _search_paths(self.debugger)
         for bias, path in self._libraries():
-            if "libovf_runtime" not in os.path.basename(path) or path in known:
+            base = os.path.basename(path)
+            if "libovf_runtime" not in base or path in known:
                 continue
-            moved = self._remapped(path)
-            if not moved or not os.path.isfile(moved):
-                continue
-            module = target.AddModule(moved, None, None)
-            if not module.IsValid() or target.SetModuleLoadAddress(module, bias).Fail():
-                continue
-            for context in target.FindSymbols(name, lldb.eSymbolTypeData):
-                address = context.GetSymbol().GetStartAddress().GetLoadAddress(target)
-                if address != lldb.LLDB_INVALID_ADDRESS:
-                    return address
-        return None
-
-    def _remapped(self, path):
-        """`path` under the target's image search paths, or None. The SB API can
-        add them but not read them: parse the list command (never put `path`,
-        untrusted, in a command line: LLDB evaluates backticks there)."""
-        result = lldb.SBCommandReturnObject()
-        self.debugger.GetCommandInterpreter().HandleCommand("target modules search-paths list", result)
-        for old, new in _SEARCH_PATH.findall(result.GetOutput() or ""):
-            old = old.rstrip("/")
-            if path.startswith(old + "/"):
-                return new.rstrip("/") + path[len(old):]
+            for directory in directories:
+                candidate = os.path.join(directory, base)
+                if not os.path.isfile(candidate):
+                    continue
+                module = target.AddModule(candidate, None, None)
+                if not module.IsValid() or target.SetModuleLoadAddress(module, bias).Fail():
+                    continue
+                for context in module.FindSymbols(name, lldb.eSymbolTypeData):
+                    address = context.GetSymbol().GetStartAddress().GetLoadAddress(target)
+                    if address != lldb.LLDB_INVALID_ADDRESS:
+                        return address
         return None
 
     def memory_regions(self):
@@ -268,6 +258,15 @@ class LldbTarget(Target):
         self.debugger.GetCommandInterpreter().HandleCommand(line, result)
         if not result.Succeeded():
             raise OvfError(f"ovf: {line}: {(result.GetError() or '').strip()}")
+
+
+def _search_paths(debugger):
+    """target.exec-search-paths: SBDebugger.GetSetting has no value for a file
+    list, so the `settings show` line is parsed ("...(file-list) =\n  [0]: /a  [1]: /b")."""
+    result = lldb.SBCommandReturnObject()
+    debugger.GetCommandInterpreter().HandleCommand("settings show target.exec-search-paths", result)
+    text = (result.GetOutput() or "").split("=", 1)[-1].strip("\n")
+    return [path for path in _FILE_LIST_ITEM.findall(text) if path]
 
 
 def _settings_dictionary(debugger, name):
