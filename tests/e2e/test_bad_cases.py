@@ -1,0 +1,66 @@
+"""Each bad case is one clear line from ovf, never a Python traceback (Debugger.run
+checks that for every test), under gdb and LLDB."""
+
+import os
+import re
+
+from harness import PYTHON, SCRIPT
+
+
+def test_no_process_and_a_process_that_exited(debugger):
+    out = debugger.run(["ovf frames", "run", "ovf frames", "ovf status"], program=[PYTHON, "-c", "pass"])
+    assert out.count(f"ovf: no process: `run` it, attach with `{debugger.attach}`, or open a core file") == 2
+    assert "ovf: no process yet: `run` it" in out and "debugger: nothing armed" in out
+
+
+def test_no_runtime_in_the_process(debugger):
+    out = debugger.run(["run", "ovf frames", "ovf status", "kill"],
+                       program=[PYTHON, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTRAP)"])
+    assert out.count("ovf: no ovf runtime in this process (no symbol ovf_state)") == 2
+
+
+def test_garbage_core(debugger, tmp_path):
+    core = tmp_path / "core"
+    core.write_bytes(os.urandom(1 << 16))
+    out = debugger.run(["ovf frames"], core=core)
+    # gdb opens no process; LLDB refuses to make the target at all (`lldb -c` stops there).
+    assert "ovf: no process: `run` it" in out or debugger.refuses_core(out), out
+
+
+def test_layout_version_from_the_future(debugger):
+    out = debugger.run(["ovf break-on-nan", "run", debugger.poke_u32("ovf_state", 8, 9), "ovf frames",
+                        "ovf status", "kill"], program=[PYTHON, SCRIPT, "--inf-at", "blocks.1.amp:2"])
+    assert out.count("ovf: the ring has layout version 9, newer than this ovf debugger extension reads (1); "
+                     "use the extension that ships with the runtime (version 0.1.0)") == 2
+
+
+def test_hostile_module_names_are_escaped(debugger):
+    out = debugger.run(["ovf break-on-nan --module 'extra.*'", "run", "ovf frames 2", "kill"],
+                       program=[PYTHON, SCRIPT, "--hostile", "--inf-at", "blocks.2.amp:1"])
+    escaped = "extra.evil\\x1b[2J\\x1b]0;pwned\\x07\\\\"
+    assert f"     {escaped} (Amplifier): input[0] abs max nan" in out  # the stop summary
+    assert f"                  {escaped} Amplifier\n" in out  # ovf frames
+    assert "\x1b" not in out and "\x07" not in out
+
+
+def test_wrong_arguments(debugger):
+    out = debugger.run(["ovf frames --bogus", "ovf frames 0", "ovf break-on-nan --nan --inf",
+                        "ovf break-on-nan --if 'x >'", "ovf watch", "ovf abort-after soon", "ovf nosuch",
+                        "help ovf frames"])
+    assert "ovf frames: unrecognized arguments: --bogus\nusage: ovf frames [-h]" in out
+    assert "ovf frames: argument N: '0' is not a count (an integer >= 1)" in out
+    assert "ovf break-on-nan: argument --inf: not allowed with argument --nan" in out
+    assert "ovf: --if 'x >' is not a Python expression: invalid syntax" in out
+    assert "ovf watch: give --batches, --above, --below or --headroom (or 'off')" in out
+    assert "ovf abort-after: argument N: 'soon' is not a batch number" in out
+    assert debugger.unknown_subcommand("nosuch") in out
+    assert re.search(r"List the last frames in the reference's report format\.\n\nusage: ovf frames", out)
+
+
+def test_a_core_file_cannot_be_armed(debugger, tmp_path):
+    core = tmp_path / "gcore"
+    debugger.run(["ovf break-on-nan", "run", debugger.gcore(core), "kill"],
+                 program=[PYTHON, SCRIPT, "--inf-at", "blocks.0.amp:1"])
+    out = debugger.run(["ovf break-on-nan", "ovf release"], core=core)
+    assert "ovf: a core file cannot be armed; `ovf frames` and `ovf status` read it" in out
+    assert f"ovf release: needs a running process (attach with {debugger.attach})" in out
