@@ -22,6 +22,11 @@ _bootstrap, OVF_ENABLE=1, OVF_ON_NAN=continue, OVF_STOP=nan,inf):
   c  gdb, a naive breakpoint on the pybind11 forward hook of ovf (called once per module
      forward) with a gdb condition that is false until the event (the ring's
      first_nonfinite_seq is set); on --naive-steps, with a and d on the same short run
+  e  LLDB (lldb-19, or $OVF_LLDB), nothing armed: `lldb -b -O 'command script import
+     lldb/ovf_lldb.py' -o run` (LLDB's own cost)
+  l  LLDB, `ovf break-on-nan`, `run`: time to the stop (then kill)
+  Under LLDB the program writes into lldb's own stdout (target.output-path), not through the
+  pseudo-terminal LLDB would copy its output from, so its step lines are timed as they come.
 Times: "to exit" is launch to exit; "to event" is launch to the stop (b, c) or to the line
 the script prints after the event's step (a, d); "ms/step" is the steady state, from the
 script's `step 0` line to its `step N-2` line (start-up and the event excluded).
@@ -31,8 +36,10 @@ then `gdb -batch -x gdb/ovf-gdb.py python3 core` timed with and without `-ex 'ov
 and inside gdb the command alone, a second call, and ovf_plugin's decoding and formatting
 alone (the bytes gdb returned for the first call, served again from memory). plugin/ has no
 core-file reader of its own (its ProcTarget reads a live process's /proc/PID/mem), so the
-decoder is timed only inside gdb.
-Targets: b / a, launch to the event, <= 1.15; `ovf frames 1000` answers in < 1 s.
+decoder is timed only inside gdb. The same core is then opened with LLDB (`lldb -c core python3`;
+LLDB reads gdb's ELF cores), timed the same way (the command alone with `script`).
+Targets: b / a and l / a, launch to the event, <= 1.15; `ovf frames 1000` answers in < 1 s
+under both debuggers.
 Exit status 1 when a target is missed.
 """
 
@@ -74,6 +81,13 @@ LATENCY = ("python import struct, time; i = gdb.selected_inferior(); "
            "seq, = struct.unpack_from('<Q', h, 56); "
            "ts, = struct.unpack('<Q', i.read_memory(rec + (seq & (cap - 1)) * 128 + 24, 8).tobytes()); "
            "print('OVF_BENCH_LATENCY', time.time() - ts / 1e9, flush=True)")
+LLDB_EXE = os.environ.get("OVF_LLDB", "lldb-19")
+LLDB_SCRIPT = os.path.join(REPO, "lldb", "ovf_lldb.py")
+# /proc/$$/fd/1 is lldb's own stdout once sh has exec'ed it: the program writes there directly.
+LLDB_SHELL = ('exec "$0" --no-lldbinit -b -O "settings set target.input-path /dev/null" '
+              '-O "settings set target.output-path /proc/$$/fd/1" -O "settings set target.error-path /proc/$$/fd/1" '
+              f'-O "command script import {LLDB_SCRIPT}" "$@"')
+LLDB_STAMP = "script import time; print('OVF_BENCH_T', time.clock_gettime(time.CLOCK_MONOTONIC), flush=True)"
 TIMEOUT = 600
 
 FRAMES_TARGET_S = 1.0
@@ -150,11 +164,34 @@ def mode_d(steps):
     return {"exit": r.total, "event": r.seen[f"step {steps - 1} loss"], "ms/step": steady(r, steps)}
 
 
-def _check_stop(r, steps):
+def _check_stop(r, steps, hit="Breakpoint 1, ovf_stop_event"):
     m = re.search(r"^ovf: first non-finite value \(inf\) at batch (\d+), frame \d+\n     (\S+) ", r.text, re.M)
     r.check(m is not None and (int(m.group(1)), m.group(2)) == (steps - 1, "blocks.1.amp"),
             f"ovf break-on-nan did not stop at batch {steps - 1}, blocks.1.amp")
-    r.check(r.text.count("Breakpoint 1, ovf_stop_event") == 1, "more than one stop")
+    r.check(r.text.count(hit) == 1, "more than one stop")
+
+
+LLDB_HIT = "stop reason = breakpoint 1.1"
+
+
+def lldb(*args):
+    """argv of a batch-mode LLDB with ovf loaded."""
+    return ["sh", "-c", LLDB_SHELL, LLDB_EXE, *args]
+
+
+def mode_e(steps):
+    r = Run(lldb("-o", "run", "--", PYTHON, *diverge_args(steps)), base_env(ovf=True),
+            ["step 0 loss", f"step {steps - 2} loss", f"step {steps - 1} loss"])
+    r.check(re.search(r"^Process \d+ exited with status = 0 ", r.text, re.M) is not None
+            and LLDB_HIT not in r.text, "the run under lldb failed")
+    return {"exit": r.total, "event": r.seen[f"step {steps - 1} loss"], "ms/step": steady(r, steps)}
+
+
+def mode_l(steps):
+    r = Run(lldb("-o", "ovf break-on-nan", "-o", "run", "-o", LLDB_STAMP, "-o", "kill", "--", PYTHON,
+                 *diverge_args(steps)), base_env(), ["step 0 loss", f"step {steps - 2} loss"])
+    _check_stop(r, steps, LLDB_HIT)
+    return {"exit": r.total, "event": r.seen["stamp"], "ms/step": steady(r, steps)}
 
 
 def mode_b(steps):
@@ -275,6 +312,32 @@ def time_core(core, side, frames):
             "command again": float(m.group(2)), "plugin alone": float(m.group(3)), "bytes read": int(m.group(4))}
 
 
+def lldb_side(frames):
+    """One `script` line timing `ovf frames N` twice inside LLDB (no backticks: LLDB would
+    evaluate them)."""
+    return ("script import time; ci = lldb.debugger.GetCommandInterpreter(); r1 = lldb.SBCommandReturnObject(); "
+            "r2 = lldb.SBCommandReturnObject(); t = time.perf_counter(); "
+            f"ci.HandleCommand('ovf frames {frames}', r1); a = time.perf_counter() - t; t = time.perf_counter(); "
+            f"ci.HandleCommand('ovf frames {frames}', r2); b = time.perf_counter() - t; "
+            "text = r1.GetOutput() or ''; "
+            "print('OVF_BENCH_LLDB first=%.6f second=%.6f same=%d frames=%d' % (a, b, text == r2.GetOutput(), "
+            "sum(1 for x in text.splitlines() if x.startswith(' ' * 18) and '***' not in x)), flush=True)")
+
+
+def time_core_lldb(core, frames):
+    env = base_env()
+    load = Run(lldb("-c", core, PYTHON), env)
+    load.check(load.returncode == 0 and "was loaded" in load.text, "lldb could not load the core")
+    cli = Run(lldb("-o", f"ovf frames {frames}", "-c", core, PYTHON), env)
+    cli.check(f"Last {frames} forward frames:" in cli.text, "ovf frames printed no listing under lldb")
+    inner = Run(lldb("-o", lldb_side(frames), "-c", core, PYTHON), env)
+    m = re.search(r"^OVF_BENCH_LLDB first=(\S+) second=(\S+) same=(\d) frames=(\d+)", inner.text, re.M)
+    inner.check(m is not None and m.group(3) == "1", "the timing inside lldb failed")
+    inner.check(int(m.group(4)) == frames, f"the listing does not hold {frames} frames")
+    return {"lldb load": load.total, "lldb + frames": cli.total, "command": float(m.group(1)),
+            "command again": float(m.group(2))}
+
+
 # ------------------------------------------------------------------ output
 
 def cpu_model():
@@ -298,6 +361,13 @@ def inferior_threads():
 
 def gdb_version():
     out = subprocess.run(["gdb", "--version"], capture_output=True, text=True, timeout=60)
+    return out.stdout.splitlines()[0] if out.stdout else "?"
+
+
+def lldb_version():
+    if shutil.which(LLDB_EXE) is None:
+        return None
+    out = subprocess.run([LLDB_EXE, "--version"], capture_output=True, text=True, timeout=60)
     return out.stdout.splitlines()[0] if out.stdout else "?"
 
 
@@ -344,6 +414,8 @@ def main():
           f"inferior's environment: {inferior_threads()}")
     print(f"threads:  {' '.join(f'{k}={v}' for k, v in PINNED.items())} in every process's environment")
     print(f"gdb:      {gdb_version()}")
+    has_lldb = lldb_version() is not None
+    print(f"lldb:     {lldb_version() if has_lldb else f'{LLDB_EXE} is not installed: no LLDB rows'}")
     print(f"ovf:      {build_description()}")
     print(f"load:     {load_average()} at start")
     print(f"workload: {os.path.relpath(SCRIPT, REPO)} --steps {args.steps} --inf-at blocks.1.amp:{args.steps - 1} "
@@ -358,6 +430,9 @@ def main():
              ("a'", "no debugger (short run)", mode_a, args.naive_steps),
              ("d'", "gdb, nothing armed (short run)", mode_d, args.naive_steps),
              ("c", "gdb, naive conditional breakpoint per forward (short run)", mode_c, args.naive_steps)]
+    if has_lldb:
+        modes += [("e", "lldb, nothing armed", mode_e, args.steps),
+                  ("l", "lldb, ovf break-on-nan, to the stop", mode_l, args.steps)]
     results = {key: [] for key, *_ in modes}
     for rep in range(args.reps):
         order = modes[rep % len(modes):] + modes[: rep % len(modes)]
@@ -403,10 +478,21 @@ def main():
           f"({hooks:.0f} breakpoint hits, {per_hit_ms:.3f} ms each over d')")
     print(f"  c  naive on the main run, estimated / a  {naive_at_main / a_exit:7.1f}   "
           f"(about {naive_at_main:.0f} s; b's breakpoint is hit once)")
+    if has_lldb:
+        e_exit, l_event, l_step = med("e", "exit"), med("l", "event"), med("l", "ms/step")
+        ratio_l = l_event / a_event
+        print(f"  l  lldb to the stop / a to the event     {ratio_l:7.3f}   (target <= {RATIO_TARGET})")
+        print(f"  l  lldb to the stop / a to exit          {l_event / a_exit:7.3f}")
+        print(f"  e  lldb, nothing armed / a               {e_exit / a_exit:7.3f}   "
+              f"(LLDB's own cost: +{e_exit - a_exit:.2f} s)")
+        print(f"  l  ms/step / a ms/step (steady state)    {l_step / a_step:7.3f}   (start-up excluded)")
     if fixed > 0:
         print(f"  gdb's fixed cost of {fixed:.2f} s is paid once a run (start-up, symbols of every library "
               f"the script loads); b/a <= {RATIO_TARGET} from runs of about {fixed / (RATIO_TARGET - 1):.0f} s "
               f"without a debugger")
+    if has_lldb and e_exit > a_exit:
+        print(f"  LLDB's fixed cost of {e_exit - a_exit:.2f} s likewise: l/a <= {RATIO_TARGET} from runs of about "
+              f"{(e_exit - a_exit) / (RATIO_TARGET - 1):.0f} s")
     print(flush=True)
 
     with tempfile.TemporaryDirectory(prefix="ovf-bench-") as tmp:
@@ -415,6 +501,7 @@ def main():
         with open(side, "w") as f:
             f.write(GDB_SIDE)
         core_runs = [time_core(core, side, args.frames) for _ in range(args.reps)]
+        lldb_runs = [time_core_lldb(core, args.frames) for _ in range(args.reps)] if has_lldb else []
     print(f"core:     gcore at the stop of the main run: {info['core bytes'] / 2**20:.0f} MiB, "
           f"{info['records written']} records written, ring capacity {info['capacity']} (full), "
           f"{info['frames written']} frames written")
@@ -428,6 +515,13 @@ def main():
         values = [r[field] for r in core_runs]
         print(f"  {what:<58} {median(values):8.3f} s   ({spread(values)})")
     print(f"  bytes the command read through gdb: {core_runs[0]['bytes read'] / 2**20:.2f} MiB")
+    lldb_rows = [("lldb -b -c core python3 (LLDB loads the core, no command)", "lldb load"),
+                 (f"lldb -b -o 'ovf frames {args.frames}' -c core python3", "lldb + frames"),
+                 ("the command alone, inside lldb (first call)", "command"),
+                 ("the command again, same lldb", "command again")]
+    for what, field in lldb_rows if lldb_runs else ():
+        values = [r[field] for r in lldb_runs]
+        print(f"  {what:<58} {median(values):8.3f} s   ({spread(values)})")
     print("  the Python decoder has no core-file reader of its own in plugin/: timed inside gdb only")
     print(f"load:     {load_average()} at end")
     print()
@@ -439,12 +533,21 @@ def main():
         missed.append(f"b/a = {ratio_b:.3f} > {RATIO_TARGET} (launch to the event, gdb's start-up included)")
     if command >= FRAMES_TARGET_S:
         missed.append(f"`ovf frames {args.frames}` took {command:.3f} s >= {FRAMES_TARGET_S} s")
+    if has_lldb:
+        lldb_command = median([r["command"] for r in lldb_runs])
+        if ratio_l > RATIO_TARGET:
+            missed.append(f"l/a = {ratio_l:.3f} > {RATIO_TARGET} (launch to the event, LLDB's start-up included)")
+        if lldb_command >= FRAMES_TARGET_S:
+            missed.append(f"`ovf frames {args.frames}` took {lldb_command:.3f} s >= {FRAMES_TARGET_S} s under lldb")
     print(f"steady state: a step under gdb with ovf break-on-nan armed takes {b_step / a_step:.3f}x the time "
           f"it takes without a debugger ({'within' if b_step / a_step <= RATIO_TARGET else 'beyond'} "
           f"{RATIO_TARGET})")
     print(f"ovf frames {args.frames}: the command answers in {command:.3f} s "
           f"({'<' if command < FRAMES_TARGET_S else '>='} {FRAMES_TARGET_S} s); "
           f"gdb started on the core with it: {whole:.3f} s")
+    if has_lldb:
+        print(f"ovf frames {args.frames} under lldb: the command answers in {lldb_command:.3f} s; lldb started on "
+              f"the core with it: {median([r['lldb + frames'] for r in lldb_runs]):.3f} s")
     for m in missed:
         print(f"TARGET MISSED: {m}")
     if not missed:
