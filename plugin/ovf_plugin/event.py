@@ -43,8 +43,8 @@ def last_event(ring):
     if r.kind == layout.KIND_CHECKPOINT:
         event.checkpoint = r
         lines = [r]
-    elif r.kind == layout.KIND_OP_OUTPUT:
-        event.op = r
+    elif r.kind in (layout.KIND_OP_OUTPUT, layout.KIND_GRAD):
+        event.op = r  # a gradient record names its module the way an op record does
         lines = [r]
     else:
         event.frame = frame_at(ring, r.seq)

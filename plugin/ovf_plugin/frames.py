@@ -78,8 +78,8 @@ def walk_back(ring, count, end_seq=None, keep=None):
         if isinstance(r, BadSlot):
             walk.stopped_by = r
             break
-        if r.kind in (layout.KIND_CHECKPOINT, layout.KIND_STEP, layout.KIND_STEP_PARAM):
-            continue  # not the reference's frames: detect_overflow, optimizer steps
+        if r.kind in (layout.KIND_CHECKPOINT, layout.KIND_STEP, layout.KIND_STEP_PARAM, layout.KIND_GRAD):
+            continue  # not the reference's frames: detect_overflow, optimizer steps, gradients
         if r.kind == layout.KIND_OP_OUTPUT:
             if lines:
                 walk.inconsistent.append(r.seq)  # an op inside a frame's lines
@@ -125,7 +125,7 @@ def frame_at(ring, seq):
         r = ring.record(marker_seq)
         if isinstance(r, BadSlot) or r.kind not in (layout.KIND_BATCH_START, layout.KIND_CHECKPOINT,
                                                     layout.KIND_OP_OUTPUT, layout.KIND_STEP,
-                                                    layout.KIND_STEP_PARAM):
+                                                    layout.KIND_STEP_PARAM, layout.KIND_GRAD):
             break
         if r.kind == layout.KIND_BATCH_START:
             frame.markers.insert(0, r)

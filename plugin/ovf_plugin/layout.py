@@ -71,7 +71,7 @@ HEADROOM_DTYPES = {
     "fp8_e5m2": (14, 57344.0, 2.0 ** -14),
 }
 HEADROOM_BY_DTYPE = {code: (name, top, low) for name, (code, top, low) in HEADROOM_DTYPES.items()}
-TENSOR_LINE_KINDS = frozenset({KIND_WEIGHT, KIND_INPUT, KIND_OUTPUT, KIND_GRAD})
+TENSOR_LINE_KINDS = frozenset({KIND_WEIGHT, KIND_INPUT, KIND_OUTPUT})
 
 
 def headroom(r):

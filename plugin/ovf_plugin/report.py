@@ -81,6 +81,9 @@ def format_record(r, text):
         return f"{format_8_2e(lo)} {format_8_2e(hi)} {text(r.name_id)}"
     if kind == layout.KIND_OP_OUTPUT:
         return format_op(r, text)
+    if kind == layout.KIND_GRAD:
+        lo, hi = reference_min_max(r)
+        return f"{format_8_2e(lo)} {format_8_2e(hi)} {text(r.label_id)} of {text(r.name_id)}"
     label = text(r.label_id)
     if not r.flags & layout.FLAG_HAS_STATS:
         return f"{_right_17('no data' if r.flags & layout.FLAG_NO_DATA else 'unknown dtype')} {label}"

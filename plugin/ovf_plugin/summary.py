@@ -36,6 +36,8 @@ def title(ring, event):
         text = "traced frame"
     if event.checkpoint is not None:
         return f"{text} at batch {event.batch}, detect_overflow checkpoint"
+    if event.op is not None and event.op.kind == layout.KIND_GRAD:
+        return f"{text} at batch {event.batch}, {ring.text(event.op.label_id)} of {ring.text(event.op.name_id)}"
     if event.op is not None:
         op = event.op
         role = (", produced here" if op.flags & layout.FLAG_PRODUCER
@@ -62,6 +64,9 @@ def _culprit(ring, event, bit, line):
     if event.checkpoint is not None:
         where = ring.text(record.name_id)
         label = "value"
+    elif event.op is not None and record.kind == layout.KIND_GRAD:
+        where = ring.text(record.name_id)
+        label = ring.text(line.label_id)
     elif event.op is not None:
         module = ring.text(record.context_id) if record.context_id != layout.NO_ID else "(no module)"
         where = f"{module}: {ring.text(record.name_id)}"
@@ -116,7 +121,8 @@ def stop_summary(ring, event, chosen=None):
         before = walk_back(ring, 1, end_seq=event.seq).frames
         if before:
             out += _frame_block(ring, before[0], "last frame before the op")
-        out.append(f"{format_record(event.op, ring.text)}    <- this op")
+        what = "this gradient" if event.op.kind == layout.KIND_GRAD else "this op"
+        out.append(f"{format_record(event.op, ring.text)}    <- {what}")
     out.append("ovf: `py-bt` shows the Python line, `ovf frames` the frames before, "
                "`continue` runs to the next event")
     return "\n".join(out) + "\n"

@@ -253,6 +253,54 @@ ovf::FrameBuilder& frame_builder() {
   return builder;
 }
 
+// Backward observed: a hook on each output tensor that needs a gradient records
+// that gradient under the module's name when autograd computes it. The hook
+// lives with the tensor's autograd graph, freed with it.
+void watch_output_gradients(uint32_t module_id, PyObject* output) {
+  auto watch = [module_id](PyObject* value, const std::string& label) {
+    if (!THPVariable_Check(value)) return;
+    const at::Tensor& t = THPVariable_Unpack(value);
+    if (!t.requires_grad()) return;
+    const uint32_t label_id = ovf::intern("grad " + label);
+    t.register_hook([module_id, label_id](const at::Tensor& grad) {
+      TensorView view;
+      if (!readable_view(grad, &view)) return;
+      const Stats s = ovf::compute_stats_cpu(view);
+      ovf_record r;
+      std::memset(&r, 0, sizeof r);
+      r.kind = OVF_KIND_GRAD;
+      r.frame_seq = OVF_NO_SEQ;
+      r.name_id = module_id;
+      r.context_id = module_id;
+      r.aux_id = OVF_NO_ID;
+      r.label_id = label_id;
+      r.dtype = view.dtype;
+      const DeviceId device = device_of(grad);
+      r.device_type = device.type;
+      r.device_index = device.index;
+      r.flags = OVF_FLAG_HAS_STATS | OVF_FLAG_BACKWARD | (s.nonfinite() ? OVF_FLAG_NONFINITE : 0);
+      r.numel = s.numel;
+      r.nan_count = s.nan_count;
+      r.pos_inf_count = s.pos_inf_count;
+      r.neg_inf_count = s.neg_inf_count;
+      r.zero_count = s.zero_count;
+      r.subnormal_count = s.subnormal_count;
+      r.abs_min = s.abs_min;
+      r.abs_max = s.abs_max;
+      r.abs_min_nonzero = s.abs_min_nonzero;
+      ovf::Monitor::instance().gradient(r);
+    });
+  };
+  if (PyTuple_Check(output) || PyList_Check(output)) {
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(output);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      watch(PySequence_Fast_ITEMS(output)[i], "output[" + std::to_string(i) + "]");
+    }
+  } else {
+    watch(output, "output");
+  }
+}
+
 // The forward hook body shared by the hooks with and without kwargs.
 void on_forward(PyObject* module, PyObject* args, PyObject* kwargs, PyObject* output) {
   const uint64_t forward_start = ovf::pop_module(module);
@@ -285,6 +333,7 @@ void on_forward(PyObject* module, PyObject* args, PyObject* kwargs, PyObject* ou
   }
   label = "output";
   add_value(frame, OVF_KIND_OUTPUT, output, label, 0);
+  if (ovf_state.control.observe & OVF_OBSERVE_BACKWARD) watch_output_gradients(entry.name_id, output);
   act(monitor.finish_frame(frame));
 }
 

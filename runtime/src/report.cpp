@@ -142,7 +142,7 @@ std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq,
     // detect_overflow checkpoints, op records and optimizer steps are not the
     // reference's frames.
     if (r->kind == OVF_KIND_CHECKPOINT || r->kind == OVF_KIND_OP_OUTPUT || r->kind == OVF_KIND_STEP ||
-        r->kind == OVF_KIND_STEP_PARAM) {
+        r->kind == OVF_KIND_STEP_PARAM || r->kind == OVF_KIND_GRAD) {
       continue;
     }
     if (frames == max_frames) {
@@ -170,6 +170,10 @@ std::string describe_first_nonfinite() {
   if (first == nullptr) return "";
   const std::string batch = std::to_string(first->batch);
   auto text = [](uint32_t id) { return id == OVF_NO_ID ? std::string("no module") : escape_text(interned(id)); };
+  if (first->kind == OVF_KIND_GRAD) {
+    return "ovf: the first non-finite value was the gradient of " + text(first->name_id) + "'s " +
+           escape_text(interned(first->label_id)).substr(5) + " in the backward pass (batch " + batch + ")\n";
+  }
   if (first->kind == OVF_KIND_OP_OUTPUT) {
     if (first->flags & OVF_FLAG_BACKWARD) {
       return "ovf: the first non-finite value was produced in the backward pass by " + text(first->name_id) +

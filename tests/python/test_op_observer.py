@@ -194,3 +194,25 @@ def test_optimizer_state_names_adams_moments():
     names = sorted(ring.text(r.label_id) for r in records if r.kind == layout.KIND_STEP_PARAM)
     assert names == ["weight", "weight exp_avg", "weight exp_avg_sq"]
     assert _ovf.control()["observe"] == 0  # removed: nothing observed any more
+
+
+def test_module_output_gradients_are_recorded_by_module():
+    class SqrtOfZero(nn.Module):
+        def forward(self, x):
+            return torch.sqrt(x * 0.0).sum()  # finite forward; d/dx sqrt at 0 is inf, times 0: nan
+
+    model = nn.Sequential(nn.Linear(2, 2), SqrtOfZero())
+    debug = ovf.DebugUnderflowOverflow(model, on_nan="continue", backward=True)
+    start = ring_now().end_seq
+    try:
+        model(torch.ones(1, 2)).backward()
+    finally:
+        debug.remove()
+    ring = ring_now()
+    grads = [(ring.text(r.name_id), ring.text(r.label_id), bool(r.flags & layout.FLAG_NONFINITE))
+             for r in records_since(ring, start) if r.kind == layout.KIND_GRAD]
+    # SqrtOfZero's output is the root's too (one tensor, recorded under one of
+    # them, finite); then the Linear's output gradient, the first non-finite one
+    assert grads[-1] == ("0", "grad output", True)
+    assert {name for name, _, _ in grads[:-1]} <= {"", "1"} and not any(bad for _, _, bad in grads[:-1])
+    assert all(r.flags & layout.FLAG_BACKWARD for r in records_since(ring, start) if r.kind == layout.KIND_GRAD)

@@ -115,6 +115,10 @@ class Monitor {
   // never raise: the module frame that carries the value reports it. Thread-safe.
   uint32_t op_output(ovf_record& line);
 
+  // The gradient of a module's output (a GRAD record, BACKWARD flagged): appended
+  // and evaluated like a backward op's output. Thread-safe.
+  uint32_t gradient(ovf_record& line) { return op_output(line); }
+
   // Whether the control block's module glob matches this interned module path
   // (OVF_NO_ID, no module, matches only an empty glob). Thread-safe.
   bool module_matches(uint32_t module_name_id);

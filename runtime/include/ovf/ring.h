@@ -41,7 +41,8 @@ enum ovf_record_kind {
   OVF_KIND_WEIGHT = 2,      // a parameter of the frame's module: label_id = its name
   OVF_KIND_INPUT = 3,       // label_id = "input[0]", "input[\"mask\"]", ...
   OVF_KIND_OUTPUT = 4,      // label_id = "output", "output[1][0]", "output[\"logits\"]"
-  OVF_KIND_GRAD = 5,        // gradient lines (backward frames)
+  OVF_KIND_GRAD = 5,        // the gradient of a module's output (backward observed): name_id and
+                            // context_id = module path, label_id = "grad output[0]"; standalone
   OVF_KIND_OP_OUTPUT = 6,   // output of an ATen op (op observer)
   OVF_KIND_CHECKPOINT = 7,  // detect_overflow(var, ctx): name_id = ctx
   OVF_KIND_BATCH_START = 8, // "*** Starting batch number=N ***": batch = N
