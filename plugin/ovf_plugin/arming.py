@@ -42,7 +42,10 @@ class Arming:
                         (layout.STOP_BELOW, self.below is not None),
                         (layout.STOP_TRACED, bool(self.trace_batches)),
                         (layout.STOP_ABORT_AFTER, self.abort_after is not None and self.abort_after >= 0),
-                        (layout.STOP_PRODUCER_ONLY, (self.nan or self.inf) and self.ops and not self.carriers),
+                        # only where a NaN is made (or first seen), unless --carriers, or a
+                        # --module narrowed where to look: there a NaN that came in counts too
+                        (layout.STOP_PRODUCER_ONLY, (self.nan or self.inf) and not self.carriers
+                         and not self.module),
                         (layout.STOP_BACKWARD, self.backward)):
             mask = mask | bit if on else mask & ~bit
         return mask
@@ -140,8 +143,8 @@ class Arming:
             lines.append(f"stop on {what}" + _where(self.module) + (
                 f" from batch {self.after_batch}" if self.after_batch else "") + (
                 f" if {self.condition.text}" if self.condition else "") + (
-                ", after every op (where a value is produced" + (
-                    ", and carried" if self.carriers else "") + ")" if self.ops else ""))
+                ", after every op" if self.ops else "") + (
+                "" if self.carriers or self.module else " (where a value is produced)"))
         if self.backward:
             lines.append("stop on nan or inf in the backward pass" + _where(self.module))
         if self.above is not None:

@@ -23,8 +23,18 @@ def test_stop_names_the_reference_batch_and_module_and_lists_its_frames(debugger
     assert CUT_MARK not in listing
 
 
-def test_continue_goes_on_to_the_next_event(debugger):
+def test_continue_skips_where_a_nan_is_only_carried(debugger):
+    # By default only where a NaN/Inf is made stops: amp makes the inf; center,
+    # the head and every later frame (the weights go NaN) only carry it.
     out = debugger.run(["ovf break-on-nan", "run", "continue", "kill"],
+                       program=[PYTHON, SCRIPT, *DIVERGE, "--nan-after"])
+    stops = re.findall(r"^ovf: (.*) at batch (\d+), frame (\d+)\n     (\S+) ", out, re.M)
+    assert stops == [("first non-finite value (inf)", "2", "33", "blocks.1.amp")]
+    assert debugger.hits(out) == 1
+
+
+def test_continue_goes_on_to_the_next_event(debugger):
+    out = debugger.run(["ovf break-on-nan --carriers", "run", "continue", "kill"],
                        program=[PYTHON, SCRIPT, *DIVERGE, "--nan-after"])
     stops = re.findall(r"^ovf: (.*) at batch (\d+), frame (\d+)\n     (\S+) ", out, re.M)
     assert stops == [("first non-finite value (inf)", "2", "33", "blocks.1.amp"),
@@ -33,7 +43,9 @@ def test_continue_goes_on_to_the_next_event(debugger):
 
 
 def test_nan_only_skips_the_inf(debugger):
-    out = debugger.run(["ovf break-on-nan --nan", "run", "kill"], program=[PYTHON, SCRIPT, *DIVERGE, "--nan-after"])
+    # (--carriers: the nan is made from the inf center was given)
+    out = debugger.run(["ovf break-on-nan --nan --carriers", "run", "kill"],
+                       program=[PYTHON, SCRIPT, *DIVERGE, "--nan-after"])
     # only the nan is armed (OVF_STOP=nan), so the event is the nan, though an inf came in
     assert stop_summary(out)[:3] == ("non-finite value (nan)", 2, "blocks.1.center")
     assert debugger.hits(out) == 1
@@ -47,14 +59,14 @@ def test_module_glob_stops_only_there(debugger):
 
 def test_after_batch_skips_earlier_batches(debugger):
     # inf from batch 1 on; its backward leaves NaN weights, so batch 3 starts non-finite
-    out = debugger.run(["ovf break-on-nan --after-batch 3", "run", "kill"],
+    out = debugger.run(["ovf break-on-nan --after-batch 3 --carriers", "run", "kill"],
                        program=[PYTHON, SCRIPT, "--inf-at", "blocks.0.amp:1"])
     assert stop_summary(out)[:4] == ("non-finite value (nan)", 3, "blocks.0.fc", "Linear")
     assert debugger.hits(out) == 1
 
 
 def test_if_expression_is_evaluated_over_the_event(debugger):
-    out = debugger.run(["ovf break-on-nan --if \"nan > 0 and kind == 'output' and module.endswith('center')\"",
+    out = debugger.run(["ovf break-on-nan --carriers --if \"nan > 0 and kind == 'output' and module.endswith('center')\"",
                         "run", "kill"], program=[PYTHON, SCRIPT, *DIVERGE, "--nan-after"])
     assert stop_summary(out)[1:3] == (2, "blocks.1.center")
     assert debugger.hits(out) == 1  # the amp's inf was passed over silently

@@ -26,7 +26,7 @@ def test_trace_batches_prints_what_the_reference_traces(debugger):
     start = ref.stdout.index("\n\n                  *** Starting batch number=3 ***")
     reference_trace = ref.stdout[start : ref.stdout.index("step 3 loss")]
     # Under the debugger: stop at the NaN, then trace batch 3 and stop again only from batch 4 on.
-    out = debugger.run(["ovf break-on-nan", "run", "ovf trace-batches 3", "ovf break-on-nan --after-batch 4",
+    out = debugger.run(["ovf break-on-nan", "run", "ovf trace-batches 3", "ovf break-on-nan --after-batch 4 --carriers",
                         "continue", "kill"], program=[PYTHON, SCRIPT, *DIVERGE, "--steps", "5"])
     trace = out[out.index("\n\n                  *** Starting batch number=3 ***") : out.index("step 3 loss")]
     assert trace == reference_trace
@@ -45,7 +45,7 @@ def test_attach_to_a_process_waiting_in_wait_mode(debugger, tmp_path):
             time.sleep(0.2)
         waiting = (tmp_path / "out.txt").read_text()
         assert debugger.attach.replace("PID", str(proc.pid)) + " " in waiting  # the command it prints
-        out = debugger.run(["ovf frames", debugger.cut(), "ovf break-on-nan", "ovf release", "continue",
+        out = debugger.run(["ovf frames", debugger.cut(), "ovf break-on-nan --carriers", "ovf release", "continue",
                             *debugger.py_bt, "kill"], pid=proc.pid)
         listing = between(out, "Last 21 forward frames:")
         assert listing in waiting  # the frames the runtime printed before waiting

@@ -93,7 +93,7 @@ def test_wait_mode_stops_only_that_rank_and_its_attach_command_works(tmp_path):
         rank1_core, rank0_core = tmp_path / "rank1.gcore", tmp_path / "rank0.gcore"
         gdb = subprocess.run(
             shlex.split(command) + ["-batch", "-ex", f"echo {CUT}\\n", "-ex", "ovf status", "-ex", f"gcore {rank1_core}",
-                                    "-ex", "ovf break-on-nan", "-ex", "ovf release", "-ex", "continue", "-ex", "kill"],
+                                    "-ex", "ovf break-on-nan --carriers", "-ex", "ovf release", "-ex", "continue", "-ex", "kill"],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT,
             env=gdb_env).stdout
         assert "Traceback" not in gdb and "Python Exception" not in gdb, gdb

@@ -28,7 +28,9 @@ def add_arguments(p):
                    help="also stop on a NaN/Inf made by the backward pass, named by the forward op "
                    "and module whose gradient it is")
     p.add_argument("--carriers", action="store_true",
-                   help="with --ops: stop also at ops that only pass on a NaN/Inf they were given")
+                   help="stop also where a NaN/Inf is only passed on (a module or op given one); by "
+                   "default only where one is produced from finite values, or first seen (with "
+                   "--module: anywhere in those modules)")
     p.add_argument("--if", dest="condition", default=None, metavar="EXPR",
                    help="a Python expression over the event's fields, evaluated by the debugger "
                    "once the runtime's filters matched: " + ", ".join(FIELDS))
