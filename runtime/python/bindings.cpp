@@ -279,15 +279,7 @@ void watch_output_gradients(uint32_t module_id, PyObject* output) {
       r.device_type = device.type;
       r.device_index = device.index;
       r.flags = OVF_FLAG_HAS_STATS | OVF_FLAG_BACKWARD | (s.nonfinite() ? OVF_FLAG_NONFINITE : 0);
-      r.numel = s.numel;
-      r.nan_count = s.nan_count;
-      r.pos_inf_count = s.pos_inf_count;
-      r.neg_inf_count = s.neg_inf_count;
-      r.zero_count = s.zero_count;
-      r.subnormal_count = s.subnormal_count;
-      r.abs_min = s.abs_min;
-      r.abs_max = s.abs_max;
-      r.abs_min_nonzero = s.abs_min_nonzero;
+      ovf::copy_stats(s, &r);
       ovf::Monitor::instance().gradient(r);
     });
   };

@@ -87,6 +87,18 @@ void FrameBuilder::set_headroom(ovf_dtype against, uint64_t underflow) {
   r.headroom_underflow = static_cast<uint32_t>(std::min<uint64_t>(underflow, UINT32_MAX));
 }
 
+void copy_stats(const Stats& s, ovf_record* r) {
+  r->numel = s.numel;
+  r->nan_count = s.nan_count;
+  r->pos_inf_count = s.pos_inf_count;
+  r->neg_inf_count = s.neg_inf_count;
+  r->zero_count = s.zero_count;
+  r->subnormal_count = s.subnormal_count;
+  r->abs_min = s.abs_min;
+  r->abs_max = s.abs_max;
+  r->abs_min_nonzero = s.abs_min_nonzero;
+}
+
 ovf_dtype headroom_dtype() {
   const uint32_t d = read_control(ovf_state.control.headroom_dtype);
   return dtype_max(static_cast<ovf_dtype>(d)) > 0 ? static_cast<ovf_dtype>(d) : OVF_DTYPE_UNKNOWN;
@@ -117,15 +129,7 @@ void FrameBuilder::add_stats(ovf_record_kind kind, uint32_t label_id, const Stat
       records_.front().flags |= OVF_FLAG_NONFINITE;
     }
   }
-  r.numel = s.numel;
-  r.nan_count = s.nan_count;
-  r.pos_inf_count = s.pos_inf_count;
-  r.neg_inf_count = s.neg_inf_count;
-  r.zero_count = s.zero_count;
-  r.subnormal_count = s.subnormal_count;
-  r.abs_min = s.abs_min;
-  r.abs_max = s.abs_max;
-  r.abs_min_nonzero = s.abs_min_nonzero;
+  copy_stats(s, &r);
 }
 
 void FrameBuilder::add_value(ovf_record_kind what, uint32_t label_id, uint32_t flags) {
@@ -480,15 +484,7 @@ bool Monitor::checkpoint(const Stats& s, ovf_dtype dtype, DeviceId device, const
   r.device_index = device.index;
   if (s.has_stats) r.flags |= OVF_FLAG_HAS_STATS | (s.numel == 0 ? OVF_FLAG_EMPTY : 0);
   if (s.nonfinite()) r.flags |= OVF_FLAG_NONFINITE;
-  r.numel = s.numel;
-  r.nan_count = s.nan_count;
-  r.pos_inf_count = s.pos_inf_count;
-  r.neg_inf_count = s.neg_inf_count;
-  r.zero_count = s.zero_count;
-  r.subnormal_count = s.subnormal_count;
-  r.abs_min = s.abs_min;
-  r.abs_max = s.abs_max;
-  r.abs_min_nonzero = s.abs_min_nonzero;
+  copy_stats(s, &r);
   const uint64_t seq = append_records(&r, 1);
   const std::string label = escape_text(ctx);
   if (s.nan_count) *text += label + " has nans\n";

@@ -140,6 +140,9 @@ class Monitor {
   std::vector<std::pair<uint32_t, bool>> glob_cache_;  // by name id: (generation + 1, matches)
 };
 
+// The stats fields of a record (counts and abs min/max); flags are the caller's.
+void copy_stats(const Stats& stats, ovf_record* record);
+
 // control.headroom_dtype, when it names a floating dtype (else OVF_DTYPE_UNKNOWN).
 ovf_dtype headroom_dtype();
 

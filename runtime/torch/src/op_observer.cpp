@@ -274,15 +274,7 @@ void record_outputs(const at::RecordFunction& fn, PendingOp& op) {
                                        : op.constant_nonfinite ? OVF_FLAG_CONSTANT
                                                                : OVF_FLAG_PRODUCER);
     }
-    r.numel = s.numel;
-    r.nan_count = s.nan_count;
-    r.pos_inf_count = s.pos_inf_count;
-    r.neg_inf_count = s.neg_inf_count;
-    r.zero_count = s.zero_count;
-    r.subnormal_count = s.subnormal_count;
-    r.abs_min = s.abs_min;
-    r.abs_max = s.abs_max;
-    r.abs_min_nonzero = s.abs_min_nonzero;
+    copy_stats(s, &r);
     const uint32_t events = Monitor::instance().op_output(r);
     if (events != 0) {
       if (OpEventHandler handler = g_op_event_handler.load(std::memory_order_acquire)) handler(r, events);
