@@ -92,7 +92,9 @@ def _frame_block(ring, frame, note):
     text = [format_record(r, ring.text) for r in records[: LINES_PER_FRAME + 1]]
     text[0] += f"    <- {note}"
     if len(records) > LINES_PER_FRAME + 1:
-        text.append(f"{PREFIX} ... {len(records) - LINES_PER_FRAME - 1} more lines (ovf frames 2)")
+        # an optimizer step is not in the reference's listing: no command shows the rest
+        where = " (ovf frames 2)" if frame.header.kind == layout.KIND_FRAME else ""
+        text.append(f"{PREFIX} ... {len(records) - LINES_PER_FRAME - 1} more lines{where}")
     return text
 
 
