@@ -4,6 +4,7 @@ import re
 
 import gdb
 
+from ovf_plugin.proc_target import writable_regions
 from ovf_plugin.target import Target, TargetMemoryError
 
 from .breakpoint import StopBreakpoint
@@ -44,7 +45,7 @@ class GdbTarget(Target):
 
     def memory_regions(self):
         if self.kind() == "live":
-            return _proc_maps(gdb.selected_inferior().pid)
+            return writable_regions(gdb.selected_inferior().pid)
         return _core_sections()
 
     def missing_library(self, name_part):
@@ -71,20 +72,6 @@ class GdbTarget(Target):
             gdb.execute(f"unset environment {name}", to_string=True)
         else:
             gdb.execute(f"set environment {name}={value}", to_string=True)
-
-
-def _proc_maps(pid):
-    regions = []
-    try:
-        with open(f"/proc/{pid}/maps") as maps:
-            for line in maps:
-                fields = line.split(maxsplit=5)
-                if len(fields) >= 2 and "w" in fields[1]:
-                    start, end = (int(x, 16) for x in fields[0].split("-"))
-                    regions.append((start, end, fields[5].strip() if len(fields) > 5 else ""))
-    except OSError:
-        pass  # a remote process: no scan
-    return regions
 
 
 _SECTION = re.compile(r"^\s*0x([0-9a-f]+) - 0x([0-9a-f]+) is (load\d+\w*)", re.M)

@@ -8,6 +8,7 @@ import struct
 import lldb
 
 from ovf_plugin.errors import OvfError
+from ovf_plugin.proc_target import writable_regions
 from ovf_plugin.target import Target, TargetMemoryError
 
 CALLBACK = "ovf_lldb.stop_callback"  # resolved by LLDB in the module `command script import` loaded
@@ -183,7 +184,7 @@ class LldbTarget(Target):
         if process is None:
             return []
         if self.kind() == "live":
-            return _proc_maps(process.GetProcessID())
+            return writable_regions(process.GetProcessID())
         # A core's regions carry no file names in LLDB: name each by the library
         # loaded at or before it (a library's .bss follows its file mappings).
         libraries = sorted(self._libraries())
@@ -280,16 +281,3 @@ def _settings_dictionary(debugger, name):
         out[key] = data.GetValueForKey(key).GetStringValue(1 << 20) or ""
     return out
 
-
-def _proc_maps(pid):
-    regions = []
-    try:
-        with open(f"/proc/{pid}/maps") as maps:
-            for line in maps:
-                fields = line.split(maxsplit=5)
-                if len(fields) >= 2 and "w" in fields[1]:
-                    start, end = (int(x, 16) for x in fields[0].split("-"))
-                    regions.append((start, end, fields[5].strip() if len(fields) > 5 else ""))
-    except OSError:
-        pass  # a remote process: no scan
-    return regions

@@ -45,14 +45,7 @@ class ProcTarget(Target):
         return self.symbols.get(name)
 
     def memory_regions(self):
-        regions = []
-        with open(f"/proc/{self.pid}/maps") as maps:
-            for line in maps:
-                fields = line.split(maxsplit=5)
-                if len(fields) >= 2 and "w" in fields[1]:
-                    start, end = (int(x, 16) for x in fields[0].split("-"))
-                    regions.append((start, end, fields[5].strip() if len(fields) > 5 else ""))
-        return regions
+        return writable_regions(self.pid)
 
     def set_stop_breakpoint(self, function, callback):
         raise NotImplementedError("breakpoints need a debugger")
@@ -62,3 +55,20 @@ class ProcTarget(Target):
 
     def set_environment(self, name, value):
         raise NotImplementedError("a running process's environment cannot be changed")
+
+
+def writable_regions(pid):
+    """[(start, end, path)] of a local process's writable mappings, from
+    /proc/PID/maps (the magic scan's search space); [] when it cannot be read
+    (a remote process, one that exited)."""
+    regions = []
+    try:
+        with open(f"/proc/{pid}/maps") as maps:
+            for line in maps:
+                fields = line.split(maxsplit=5)
+                if len(fields) >= 2 and "w" in fields[1]:
+                    start, end = (int(x, 16) for x in fields[0].split("-"))
+                    regions.append((start, end, fields[5].strip() if len(fields) > 5 else ""))
+    except OSError:
+        pass
+    return regions
