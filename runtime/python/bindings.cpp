@@ -75,8 +75,12 @@ uint32_t label_id(const std::string& text) { return ovf::intern(text); }
 
 // Weights: the module's own parameters, stats reused while a parameter's
 // version counter, storage and identity are unchanged.
-void add_weights(ovf::FrameBuilder& frame, ModuleEntry& entry) {
-  PyObject* params = PyObject_GetAttrString(entry.module.ptr(), "_parameters");
+// Calls fn(name, tensor) for each tensor a module holds in its own _parameters,
+// in registration order; None entries (a bias=False) are skipped, as
+// named_parameters() skips them.
+template <typename Fn>
+void for_each_own_parameter(PyObject* module, Fn&& fn) {
+  PyObject* params = PyObject_GetAttrString(module, "_parameters");
   if (params == nullptr) {
     PyErr_Clear();
     return;
@@ -86,18 +90,23 @@ void add_weights(ovf::FrameBuilder& frame, ModuleEntry& entry) {
   PyObject *key, *value;
   Py_ssize_t pos = 0;
   while (PyDict_Next(params, &pos, &key, &value)) {
-    if (value == Py_None || !THPVariable_Check(value)) continue;  // named_parameters() skips None
+    if (!THPVariable_Check(value)) continue;
     const char* name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : nullptr;
     if (name == nullptr) {
       PyErr_Clear();
       continue;
     }
+    fn(name, THPVariable_Unpack(value));
+  }
+}
+
+void add_weights(ovf::FrameBuilder& frame, ModuleEntry& entry) {
+  for_each_own_parameter(entry.module.ptr(), [&](const char* name, const at::Tensor& t) {
     const uint32_t label = label_id(name);
-    const at::Tensor& t = THPVariable_Unpack(value);
     TensorView view;
     if (!readable_view(t, &view)) {
       frame.add_value(OVF_KIND_WEIGHT, label, OVF_FLAG_NO_DATA);
-      continue;
+      return;
     }
     const int64_t version = t.is_inference() ? -1 : static_cast<int64_t>(t._version());
     ParamCache& cache = entry.params[label];
@@ -121,7 +130,7 @@ void add_weights(ovf::FrameBuilder& frame, ModuleEntry& entry) {
       }
       frame.set_headroom(against, cache.underflow);
     }
-  }
+  });
 }
 
 std::string key_label(PyObject* key) {
@@ -392,26 +401,11 @@ void watch_module(py::handle module, const std::string& name, bool is_root) {
   entry.class_id = ovf::intern(py::str(module.get_type().attr("__name__")).cast<std::string>());
   entry.params.clear();
   if (is_root) g_root = module.ptr();
-  PyObject* params = PyObject_GetAttrString(module.ptr(), "_parameters");
-  if (params == nullptr) {
-    PyErr_Clear();
-    return;
-  }
-  py::object owner = py::reinterpret_steal<py::object>(params);
-  if (!PyDict_Check(params)) return;
-  PyObject *key, *value;
-  Py_ssize_t pos = 0;
-  while (PyDict_Next(params, &pos, &key, &value)) {
-    if (!THPVariable_Check(value) || !PyUnicode_Check(key)) continue;
-    const char* param = PyUnicode_AsUTF8(key);
-    if (param == nullptr) {
-      PyErr_Clear();
-      continue;
-    }
-    const void* impl = THPVariable_Unpack(value).unsafeGetTensorImpl();
+  for_each_own_parameter(module.ptr(), [&](const char* param, const at::Tensor& t) {
     // the first name wins, as for shared modules in named_modules()
-    parameter_labels().emplace(impl, ovf::intern(name.empty() ? std::string(param) : name + "." + param));
-  }
+    parameter_labels().emplace(t.unsafeGetTensorImpl(),
+                               ovf::intern(name.empty() ? std::string(param) : name + "." + param));
+  });
 }
 
 // After optimizer.step(): the parameters that came out non-finite, as one
