@@ -10,8 +10,8 @@
 #include <string>
 
 #include "ovf/ovf.h"
-#include "ovf/param_context.h"
-#include "ovf/ring_writer.h"
+#include "parameters.h"
+#include "ring_writer.h"
 
 namespace {
 

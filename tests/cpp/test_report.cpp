@@ -6,9 +6,9 @@
 #include <cmath>
 #include <limits>
 
-#include "ovf/monitor.h"
-#include "ovf/report.h"
-#include "ovf/ring_writer.h"
+#include "monitor.h"
+#include "report.h"
+#include "ring_writer.h"
 
 namespace {
 
@@ -106,7 +106,7 @@ TEST(Monitor, DetectionReportMatchesReferenceAcrossBatchBoundary) {
   frame.begin(a, lin, false);
   frame.add_tensor(OVF_KIND_INPUT, input0, view(finite), {});
   frame.add_tensor(OVF_KIND_OUTPUT, output, view(overflowed), {});
-  const ovf::Outcome out = monitor.finish_frame(frame);
+  const ovf::Response out = monitor.finish_frame(frame);
   monitor.stop_session();
 
   EXPECT_EQ(out.action, ovf::Action::kRaise);

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "ovf/ring_writer.h"
+#include "ring_writer.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "ovf/stats.h"
+#include "stats_cpu.h"
 
 namespace {
 

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import ovf
-from ovf import _ovf
+from ovf import _options, _ovf
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                 "plugin"))
@@ -82,7 +82,8 @@ def test_producer_only_stops_at_the_log_not_at_its_carriers():
     torch.manual_seed(0)
     model = Model()
     debug = ovf.DebugUnderflowOverflow(model, on_nan="continue", ops=True)
-    _ovf.set_control(stop_mask=_ovf.STOP_NAN | _ovf.STOP_INF | _ovf.STOP_PRODUCER_ONLY)
+    bits = _options.STOP_BITS
+    _ovf.set_control(stop_mask=bits["nan"] | bits["inf"] | bits["producer_only"])
     try:
         model(torch.ones(2, 3))
         ring = ring_now()

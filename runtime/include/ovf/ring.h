@@ -8,8 +8,11 @@
 // same bytes for humans; plugin/ovf_plugin/layout.py decodes them and a test
 // compiles this header and checks the decoder agrees field by field.
 //
-// Rules for changing this file: never move a field; add fields only into
-// reserved space; bump OVF_LAYOUT_VERSION when a reader would misread.
+// Rules for changing this file: never move or resize a field; add fields only
+// into reserved space (header, control block and record each keep some) and
+// bump OVF_LAYOUT_VERSION with every addition. A reader reads every version it
+// knows (version 1: 128-byte records whose last 8 bytes were a union, see
+// docs/ring-layout.md) and names a newer one as such, never as corrupt.
 #ifndef OVF_RING_H
 #define OVF_RING_H
 
@@ -23,9 +26,9 @@ extern "C" {
 // "OVF-RING" read as a little-endian u64. Written at start-up, not stored in
 // .rodata as a string, so a memory scan for it finds the live state first.
 #define OVF_MAGIC 0x474e49522d46564fULL
-#define OVF_LAYOUT_VERSION 1u
+#define OVF_LAYOUT_VERSION 2u
 #define OVF_HEADER_SIZE 1024u
-#define OVF_RECORD_SIZE 128u
+#define OVF_RECORD_SIZE 192u
 #define OVF_CONTROL_OFFSET 256u
 #define OVF_CONTROL_SIZE 640u
 #define OVF_NO_SEQ UINT64_MAX  // "none" for sequence-valued fields
@@ -112,18 +115,11 @@ typedef struct ovf_record {
   double abs_max;          // 96  max |x| over finite x (0 when none finite)
   double abs_min_nonzero;  // 104 min |x| over finite non-zero x (+inf when none)
   uint64_t subnormal_count;  // 112 finite non-zero |x| below the dtype's smallest normal
-  // The last 8 bytes mean one thing for op records and another for the tensor
-  // lines of a frame (kind WEIGHT, INPUT, OUTPUT, GRAD).
-  union {
-    struct {
-      uint32_t context_id;  // 120 OP_OUTPUT: innermost module path running the op (OVF_NO_ID: none)
-      uint32_t aux_id;      // 124 backward OP_OUTPUT: the forward op whose gradient this is
-    };
-    struct {
-      uint32_t headroom_dtype;      // 120 lines: enum ovf_dtype headroom is measured against (0: none)
-      uint32_t headroom_underflow;  // 124 lines: finite non-zero |x| below its smallest normal (saturating)
-    };
-  };
+  uint32_t context_id;         // 120 OP_OUTPUT, GRAD: innermost module path running the op (OVF_NO_ID: none)
+  uint32_t aux_id;             // 124 backward OP_OUTPUT: the forward op whose gradient this is
+  uint32_t headroom_dtype;     // 128 lines: enum ovf_dtype headroom is measured against (0: none)
+  uint32_t headroom_underflow; // 132 lines: finite non-zero |x| below its smallest normal (saturating)
+  uint8_t reserved[OVF_RECORD_SIZE - 136];  // 136 zero; room to grow (bump the version)
 } ovf_record;
 
 // The part of the state a debugger may write (and only this part). The runtime
@@ -244,8 +240,9 @@ static_assert(offsetof(ovf_record, abs_min_nonzero) == 104, "layout");
 static_assert(offsetof(ovf_record, subnormal_count) == 112, "layout");
 static_assert(offsetof(ovf_record, context_id) == 120, "layout");
 static_assert(offsetof(ovf_record, aux_id) == 124, "layout");
-static_assert(offsetof(ovf_record, headroom_dtype) == 120, "layout");
-static_assert(offsetof(ovf_record, headroom_underflow) == 124, "layout");
+static_assert(offsetof(ovf_record, headroom_dtype) == 128, "layout");
+static_assert(offsetof(ovf_record, headroom_underflow) == 132, "layout");
+static_assert(offsetof(ovf_record, reserved) == 136, "layout");
 
 static_assert(sizeof(ovf_control) == OVF_CONTROL_SIZE, "control block size is part of the layout");
 static_assert(offsetof(ovf_control, enabled) == 4, "layout");

@@ -51,8 +51,8 @@ def enable(on_nan="raise", max_frames_to_save=21, trace_batch_nums=(), abort_aft
 
     stop_mask: the events that stop (bits of ring.h's ovf_stop_bits); by default
     NaN and Inf, plus above/below when those thresholds are given.
-    observe: also check every ATen op's outputs (_ovf.OBSERVE_OPS) and those of
-    the backward pass (_ovf.OBSERVE_BACKWARD).
+    observe: also check every ATen op's outputs (_options.OBSERVE_BITS["ops"]) and
+    those of the backward pass ("backward").
     headroom: "fp16", "bf16", "fp8_e4m3" or "fp8_e5m2": every line also counts
     its values below that dtype's smallest normal (ovf frames --headroom)."""
     global _enabled
@@ -71,14 +71,14 @@ def enable(on_nan="raise", max_frames_to_save=21, trace_batch_nums=(), abort_aft
         _enabled = True
     _ovf.start_session(frames, trace, abort_after, on_event)
     explicit_mask = stop_mask
-    stop_mask = _ovf.STOP_NAN | _ovf.STOP_INF
+    stop_mask = _options.STOP_BITS["nan"] | _options.STOP_BITS["inf"]
     control = {"module_glob": module, "after_batch": int(after_batch), "observe": int(observe),
                "headroom_dtype": _options.headroom_code(headroom)}
     if above is not None:
-        stop_mask |= _ovf.STOP_ABOVE
+        stop_mask |= _options.STOP_BITS["above"]
         control["above"] = float(above)
     if below is not None:
-        stop_mask |= _ovf.STOP_BELOW
+        stop_mask |= _options.STOP_BITS["below"]
         control["below"] = float(below)
     if explicit_mask is not None:
         stop_mask = explicit_mask

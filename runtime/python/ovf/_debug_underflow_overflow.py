@@ -61,8 +61,9 @@ class DebugUnderflowOverflow:
         self._handles = [_hooks.register_forward_hook(m) for m in self.module_names]
         if optimizers not in (False, True, "state"):
             raise _options.OptionError(f"ovf: optimizers must be False, True or 'state'; got {optimizers!r}")
-        observe = ((_ovf.OBSERVE_OPS if ops else 0) | (_ovf.OBSERVE_BACKWARD if backward else 0)
-                   | (_ovf.OBSERVE_OPTIMIZER_STATE if optimizers == "state" else 0))
+        bits = _options.OBSERVE_BITS
+        observe = ((bits["ops"] if ops else 0) | (bits["backward"] if backward else 0)
+                   | (bits["optimizer_state"] if optimizers == "state" else 0))
         if ops or backward:  # the op observer names the innermost module: pre-hooks keep track
             self._handles += [m.register_forward_pre_hook(_ovf.forward_pre_hook) for m in self.module_names]
         if optimizers:

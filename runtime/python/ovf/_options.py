@@ -6,10 +6,10 @@ import os
 from . import _ovf
 
 ON_EVENT_CHOICES = ("raise", "warn", "abort", "wait", "continue")
-# OVF_STOP names, as the control block's stop bits (ring.h, enum ovf_stop_bits)
-STOP_BITS = {"nan": _ovf.STOP_NAN, "inf": _ovf.STOP_INF, "above": _ovf.STOP_ABOVE, "below": _ovf.STOP_BELOW,
-             "traced": _ovf.STOP_TRACED, "abort_after": _ovf.STOP_ABORT_AFTER,
-             "producer_only": _ovf.STOP_PRODUCER_ONLY, "backward": _ovf.STOP_BACKWARD}
+# OVF_STOP and OVF_OBSERVE names: the control block's bits (ring.h, enum
+# ovf_stop_bits and enum ovf_observe_bits) as the runtime names them.
+STOP_BITS = dict(_ovf.STOP_BITS)
+OBSERVE_BITS = dict(_ovf.OBSERVE_BITS)
 
 
 class OptionError(ValueError):
@@ -98,8 +98,6 @@ def from_environment(environ=None):
     return opts
 
 
-OBSERVE_BITS = {"ops": _ovf.OBSERVE_OPS, "backward": _ovf.OBSERVE_BACKWARD,
-                "optimizer_state": _ovf.OBSERVE_OPTIMIZER_STATE}
 # Headroom targets: enum ovf_dtype codes (ring.h).
 HEADROOM_DTYPES = {"fp16": 3, "bf16": 4, "fp8_e4m3": 13, "fp8_e5m2": 14}
 

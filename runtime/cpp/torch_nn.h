@@ -1,17 +1,21 @@
-// The one part of the C++ API that needs torch::nn (module_names.cpp): the
-// paths of a module tree, so that the rest compiles against ATen alone.
-#ifndef OVF_CPP_MODULE_NAMES_H
-#define OVF_CPP_MODULE_NAMES_H
+// The parts of the C++ API that need torch::nn and torch::optim (torch_nn.cpp),
+// so that the rest compiles against ATen alone.
+#ifndef OVF_CPP_TORCH_NN_H
+#define OVF_CPP_TORCH_NN_H
 
 #include <ATen/core/Tensor.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace torch {
 namespace nn {
 class Module;
 }  // namespace nn
+namespace optim {
+class Optimizer;
+}  // namespace optim
 }  // namespace torch
 
 namespace ovf {
@@ -20,14 +24,18 @@ namespace detail {
 struct NamedModule {
   std::string path;  // "" for the model itself, "encoder.fc" below it
   const torch::nn::Module* module;
-  std::vector<at::Tensor> parameters;  // the module's own (named_parameters(recurse=false))
+  std::vector<std::pair<std::string, at::Tensor>> parameters;  // its own: named_parameters(recurse=false)
 };
 
 // Every module of the tree, in named_modules() order (a module reached twice
 // is listed under each path: the first one wins where it matters).
 std::vector<NamedModule> named_modules(const torch::nn::Module& model);
 
+// The optimizer's parameters checked after its step (optimizer_check.h);
+// returns the stop events.
+uint32_t check_optimizer(const torch::optim::Optimizer& optimizer);
+
 }  // namespace detail
 }  // namespace ovf
 
-#endif  // OVF_CPP_MODULE_NAMES_H
+#endif  // OVF_CPP_TORCH_NN_H

@@ -1,5 +1,5 @@
 // A small per-thread stack: forwards nest, and each thread runs its own.
-#include "ovf/module_stack.h"
+#include "module_stack.h"
 
 #include <utility>
 #include <vector>

@@ -29,6 +29,9 @@ namespace torch {
 namespace nn {
 class Module;
 }  // namespace nn
+namespace optim {
+class Optimizer;
+}  // namespace optim
 }  // namespace torch
 
 namespace ovf {
@@ -92,6 +95,11 @@ class Watch {
   // match the Python API's. Throws NonFiniteError when on_nan is raise and a
   // non-finite value was found since the last throw.
   void next_batch();
+
+  // After optimizer.step(): checks every parameter; one that came out
+  // non-finite is recorded by path (a STEP frame) and a debugger armed with
+  // `ovf break-on-nan` stops here, as after a Python optimizer's step.
+  void after_step(const torch::optim::Optimizer& optimizer);
 
   uint64_t batch() const;            // the current batch number (0-based)
   const Options& options() const;    // as in effect, after the environment

@@ -6,12 +6,22 @@
 #ifndef OVF_OP_OBSERVER_H
 #define OVF_OP_OBSERVER_H
 
+#include <cstdint>
+
+#include "ovf/ring.h"
+
 namespace ovf {
 
 // Registers or removes the RecordFunction callbacks to match control.observe.
 // Cheap when nothing changed; the hooks call it, so a debugger that writes the
 // control block arms ops on a live process at its next module forward.
 void sync_op_observer();
+
+// Called after an op's output fired stop events (after ovf_stop_event), on the
+// thread that ran the op, inside the op's RecordFunction callback: it must not
+// throw. Drivers act on events here; nullptr (the default) does nothing.
+using OpEventHandler = void (*)(const ovf_record& record, uint32_t events);
+void set_op_event_handler(OpEventHandler handler);
 
 }  // namespace ovf
 

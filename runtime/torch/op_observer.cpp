@@ -9,8 +9,8 @@
 //
 // An op's module is the innermost module whose forward runs (module hooks, the
 // C++ API's scopes), refined by the parameters it takes (param_context.h): the
-// C++ API has no module hooks, so aten::linear on fc.weight names "fc".
-#include "ovf/op_observer.h"
+// C++ API has no module hooks, so aten::linear on fc.weight names "fc" (parameters.h).
+#include "op_observer.h"
 
 #include <ATen/record_function.h>
 
@@ -19,16 +19,18 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-#include "ovf/module_stack.h"
-#include "ovf/monitor.h"
-#include "ovf/param_context.h"
-#include "ovf/ring_writer.h"
-#include "ovf/torch_tensor.h"
+#include "control.h"
+#include "module_stack.h"
+#include "monitor.h"
+#include "parameters.h"
+#include "record.h"
+#include "ring_writer.h"
+#include "stats_cpu.h"
+#include "torch_tensor.h"
 
 namespace ovf {
 namespace {
@@ -42,22 +44,6 @@ struct PendingOp {
   uint32_t context = OVF_NO_ID;     // the module the op runs in
   std::vector<at::Tensor> inputs;   // other ops: checked at the end if needed
 };
-
-// Watched parameters -> their module (param_context.h). Written when a C++
-// Watch starts or ends, read by every op: a reader-writer lock, and a flag that
-// keeps programs registering nothing (Python) off the lock entirely.
-struct ParamRegistry {
-  std::shared_mutex mutex;
-  std::unordered_map<const void*, uint32_t> by_impl;     // TensorImpl*
-  std::unordered_map<const void*, uint32_t> by_storage;  // StorageImpl*: views of a parameter
-  std::vector<at::Tensor> keep;                          // the addresses above stay theirs
-  std::atomic<bool> any{false};
-};
-
-ParamRegistry& param_registry() {
-  static auto* registry = new ParamRegistry();  // never destroyed: ops may run during exit
-  return *registry;
-}
 
 std::atomic<OpEventHandler> g_op_event_handler{nullptr};
 
@@ -86,7 +72,7 @@ std::mutex g_register_mutex;
 at::CallbackHandle g_handle = 0;
 bool g_registered = false;
 
-uint32_t read_observe() { return *const_cast<const volatile uint32_t*>(&ovf_state.control.observe); }
+uint32_t read_observe() { return read_control(ovf_state.control.observe); }
 
 // Op names are stable C strings of the operator registry: cache their ids.
 uint32_t op_name_id(const char* name) {
@@ -131,11 +117,6 @@ bool is_in_place(const at::RecordFunction& fn) {
   return op && op->overload_name == "out";
 }
 
-bool tensor_nonfinite(const at::Tensor& t) {
-  TensorView view;
-  return readable_view(t, &view) && compute_stats_cpu(view).nonfinite();
-}
-
 // A NaN/Inf handed to the op as a constant: a Python float argument, or a
 // 0-dim tensor (how torch wraps Python numbers, and scalars such as the inf
 // that isfinite compares with).
@@ -170,7 +151,7 @@ uint32_t op_context(const at::RecordFunction& fn) {
     const uint32_t enclosing = t_pending[t_depth - 1].context;
     if (enclosing != OVF_NO_ID && module_within(enclosing, context)) context = enclosing;
   }
-  if (!param_registry().any.load(std::memory_order_acquire)) return context;
+  if (!op_context_from_parameters()) return context;
   for (const c10::IValue& input : fn.inputs()) {
     uint32_t owner = OVF_NO_ID;
     for_each_tensor(input, [&](const at::Tensor& t) {
@@ -252,29 +233,19 @@ void record_outputs(const at::RecordFunction& fn, PendingOp& op) {
     TensorView view;
     if (!readable_view(out, &view)) continue;
     const Stats s = compute_stats_cpu(view);
-    ovf_record r;
-    std::memset(&r, 0, sizeof r);
-    r.kind = OVF_KIND_OP_OUTPUT;
-    r.frame_seq = OVF_NO_SEQ;
-    r.name_id = op_name_id(name);
-    r.label_id = output_label_id(i, outputs.size());
-    r.context_id = node != nullptr ? node->module_id : op.context;
-    r.aux_id = node != nullptr ? node->forward_op_id : OVF_NO_ID;
-    r.dtype = view.dtype;
-    const DeviceId device = device_of(out);
-    r.device_type = device.type;
-    r.device_index = device.index;
-    r.flags = OVF_FLAG_HAS_STATS | (s.numel == 0 ? OVF_FLAG_EMPTY : 0) | (backward ? OVF_FLAG_BACKWARD : 0);
+    uint32_t role = 0;
     if (s.nonfinite()) {
       if (!inputs_checked) {
         for (const at::Tensor& in : op.inputs) carried = carried || tensor_nonfinite(in);
         inputs_checked = true;
       }
-      r.flags |= OVF_FLAG_NONFINITE | (carried                 ? OVF_FLAG_CARRIER
-                                       : op.constant_nonfinite ? OVF_FLAG_CONSTANT
-                                                               : OVF_FLAG_PRODUCER);
+      role = carried ? OVF_FLAG_CARRIER : op.constant_nonfinite ? OVF_FLAG_CONSTANT : OVF_FLAG_PRODUCER;
     }
-    copy_stats(s, &r);
+    ovf_record r = make_line(OVF_KIND_OP_OUTPUT, output_label_id(i, outputs.size()), s, view.dtype, device_of(out),
+                             role | (backward ? OVF_FLAG_BACKWARD : 0));
+    r.name_id = op_name_id(name);
+    r.context_id = node != nullptr ? node->module_id : op.context;
+    r.aux_id = node != nullptr ? node->forward_op_id : OVF_NO_ID;
     const uint32_t events = Monitor::instance().op_output(r);
     if (events != 0) {
       if (OpEventHandler handler = g_op_event_handler.load(std::memory_order_acquire)) handler(r, events);
@@ -299,7 +270,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
   if (i == 0) return;  // started before the observer was armed, or not observed
   PendingOp& op = t_pending[i - 1];
   try {
-    if (Monitor::instance().active() && ovf_state.control.enabled) record_outputs(fn, op);
+    if (Monitor::instance().active() && read_control(ovf_state.control.enabled)) record_outputs(fn, op);
   } catch (const std::exception&) {
     // An op's outputs ovf cannot read must never fail the op itself.
   }
@@ -308,48 +279,6 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
 }
 
 }  // namespace
-
-void watch_parameter(const at::Tensor& param, uint32_t module_name_id) {
-  if (!param.defined()) return;
-  ParamRegistry& registry = param_registry();
-  std::unique_lock<std::shared_mutex> lock(registry.mutex);
-  if (!registry.by_impl.emplace(param.unsafeGetTensorImpl(), module_name_id).second) return;
-  if (param.has_storage()) registry.by_storage.emplace(param.storage().unsafeGetStorageImpl(), module_name_id);
-  registry.keep.push_back(param);
-  registry.any.store(true, std::memory_order_release);
-}
-
-void clear_watched_parameters() {
-  ParamRegistry& registry = param_registry();
-  std::vector<at::Tensor> released;
-  {
-    std::unique_lock<std::shared_mutex> lock(registry.mutex);
-    registry.any.store(false, std::memory_order_release);
-    registry.by_impl.clear();
-    registry.by_storage.clear();
-    released.swap(registry.keep);
-  }
-  // the last references may free tensors: outside the lock
-}
-
-uint32_t parameter_module(const at::Tensor& t) {
-  ParamRegistry& registry = param_registry();
-  if (!registry.any.load(std::memory_order_acquire) || !t.defined()) return OVF_NO_ID;
-  std::shared_lock<std::shared_mutex> lock(registry.mutex);
-  auto it = registry.by_impl.find(t.unsafeGetTensorImpl());
-  if (it != registry.by_impl.end()) return it->second;
-  if (!t.has_storage() || registry.by_storage.empty()) return OVF_NO_ID;
-  auto st = registry.by_storage.find(t.storage().unsafeGetStorageImpl());
-  return st != registry.by_storage.end() ? st->second : OVF_NO_ID;
-}
-
-bool module_within(uint32_t inner, uint32_t outer) {
-  if (outer == OVF_NO_ID || inner == outer) return true;
-  if (inner == OVF_NO_ID) return false;
-  const std::string_view o = interned(outer), i = interned(inner);
-  if (o.empty()) return true;  // the root module contains every path
-  return i.size() > o.size() && i.compare(0, o.size(), o) == 0 && i[o.size()] == '.';
-}
 
 void set_op_event_handler(OpEventHandler handler) { g_op_event_handler.store(handler, std::memory_order_release); }
 

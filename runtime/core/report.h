@@ -47,6 +47,18 @@ std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq,
 // "\n", or "" when the first non-finite value is a module's.
 std::string describe_first_nonfinite();
 
+// One op record (OP_OUTPUT, or a CHECKPOINT as format_record has it) as
+// `ovf frames --ops` prints it (plugin: report.format_op).
+std::string format_op(const ovf_record& r);
+
+// The last `max` OP_OUTPUT / CHECKPOINT records in [floor, end), oldest first.
+std::vector<const ovf_record*> last_ops(uint64_t floor_seq, uint64_t end_seq, uint32_t max);
+
+// What a process prints at an event it acts on: the reference's detection
+// report, the last op records before the event (when ops were observed), and
+// where the first non-finite value came from.
+std::string format_event_report(uint64_t batch_number, uint64_t floor_seq, uint64_t end_seq, uint32_t max_frames);
+
 // "\nDetected inf/nan during batch_number=N\nLast K forward frames:\n..." exactly
 // as DebugUnderflowOverflow.dump_saved_frames prints it.
 std::string format_detection_report(uint64_t batch_number, uint64_t floor_seq, uint64_t end_seq,

@@ -7,8 +7,8 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "ovf/ring_writer.h"
-#include "ovf/version.h"
+#include "ring_writer.h"
+#include "version.h"
 
 // The one exported symbol readers look for. Zero until initialised, so a reader
 // that finds no magic knows the runtime is loaded but not set up.

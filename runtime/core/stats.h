@@ -1,4 +1,5 @@
-// One-pass tensor statistics: what a frame line reports about one tensor.
+// What every source of statistics produces (the CPU engine, a device engine,
+// the weight cache) and the facts about element types they share.
 #ifndef OVF_STATS_H
 #define OVF_STATS_H
 
@@ -29,10 +30,10 @@ struct Stats {
   uint64_t neg_inf_count = 0;
   uint64_t zero_count = 0;
   uint64_t subnormal_count = 0;
-  double abs_min = 0;  // +inf when no finite element
-  double abs_max = 0;  // 0 when no finite element
+  double abs_min = 0;          // +inf when no finite element
+  double abs_max = 0;          // 0 when no finite element
   double abs_min_nonzero = 0;  // +inf when no finite non-zero element
-  bool has_stats = false;  // false for dtypes the engine cannot read
+  bool has_stats = false;      // false for dtypes the engine cannot read
 
   bool nonfinite() const { return nan_count + pos_inf_count + neg_inf_count > 0; }
   uint64_t finite_count() const { return numel - nan_count - pos_inf_count - neg_inf_count; }
@@ -41,18 +42,7 @@ struct Stats {
 // Bytes per element, 0 for OVF_DTYPE_UNKNOWN.
 int dtype_size(ovf_dtype dtype);
 const char* dtype_name(ovf_dtype dtype);
-
-// Reads every element once, allocates nothing. Returns has_stats = false for an
-// unknown dtype; an empty tensor gives numel = 0 with has_stats = true.
-Stats compute_stats_cpu(const TensorView& view);
-
-// The same over a contiguous buffer of n elements (what benchmarks and tests call).
-Stats compute_stats_contiguous(const void* data, ovf_dtype dtype, uint64_t n);
-
-// Headroom against a narrower floating type: finite non-zero |x| below
-// `threshold` (that type's smallest normal). A second read of the tensor, done
-// only when headroom is asked for (control.headroom_dtype).
-uint64_t count_below(const TensorView& view, double threshold);
+bool is_floating(ovf_dtype dtype);  // floating and complex types: the ones that hold NaN/Inf
 
 // The largest finite value and the smallest normal of a floating dtype
 // (0 for other dtypes).
@@ -61,6 +51,12 @@ double dtype_min_normal(ovf_dtype dtype);
 
 // Decodes one element to double (tests and the reference implementation).
 double element_to_double(const void* element, ovf_dtype dtype);
+
+// Bit patterns of the narrow floating types as doubles.
+double half_bits_to_double(uint16_t bits);
+double bfloat16_bits_to_double(uint16_t bits);
+double float8_e4m3_to_double(uint8_t bits);
+double float8_e5m2_to_double(uint8_t bits);
 
 }  // namespace ovf
 

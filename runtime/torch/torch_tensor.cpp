@@ -1,4 +1,6 @@
-#include "ovf/torch_tensor.h"
+#include "torch_tensor.h"
+
+#include "stats_cpu.h"
 
 namespace ovf {
 
@@ -16,7 +18,7 @@ ovf_dtype to_ovf_dtype(at::ScalarType t) {
     case at::kChar: return OVF_DTYPE_INT8;
     case at::kByte: return OVF_DTYPE_UINT8;
     case at::kBool: return OVF_DTYPE_BOOL;
-    default: return OVF_DTYPE_UNKNOWN;  // fp8 arrives with torch >= 2.1 (issue 6)
+    default: return OVF_DTYPE_UNKNOWN;
   }
 }
 
@@ -51,6 +53,17 @@ void add_tensor_line(FrameBuilder& frame, ovf_record_kind kind, uint32_t label, 
   } else {
     frame.add_value(kind, label, OVF_FLAG_NO_DATA);
   }
+}
+
+ovf_record tensor_line(ovf_record_kind kind, uint32_t label_id, const at::Tensor& t, uint32_t flags) {
+  TensorView view;
+  if (!readable_view(t, &view)) return make_value_line(kind, label_id, flags | OVF_FLAG_NO_DATA);
+  return make_line(kind, label_id, compute_stats_cpu(view), view.dtype, device_of(t), flags);
+}
+
+bool tensor_nonfinite(const at::Tensor& t) {
+  TensorView view;
+  return readable_view(t, &view) && compute_stats_cpu(view).nonfinite();
 }
 
 }  // namespace ovf

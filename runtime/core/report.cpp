@@ -1,12 +1,12 @@
 // The reference report's formatting. Every string here mirrors an f-string of
 // transformers/debug_utils.py; tests compare against Python's own formatting.
-#include "ovf/report.h"
+#include "report.h"
 
 #include <cmath>
 #include <cstdio>
 #include <limits>
 
-#include "ovf/ring_writer.h"
+#include "ring_writer.h"
 
 namespace ovf {
 namespace {
@@ -21,6 +21,8 @@ std::string right_17(std::string_view word) {  // f"{word:>17}"
 }
 
 std::string label_of(const ovf_record& r) { return escape_text(interned(r.label_id)); }
+
+std::string module_text(uint32_t id) { return id == OVF_NO_ID ? "(no module)" : escape_text(interned(id)); }
 
 }  // namespace
 
@@ -201,6 +203,53 @@ std::string format_detection_report(uint64_t batch_number, uint64_t floor_seq, u
   out += format_frames(records) + "\n";
   out += "\n\n\n";  // print("\n\n")
   return out;
+}
+
+std::vector<const ovf_record*> last_ops(uint64_t floor, uint64_t end, uint32_t max) {
+  std::vector<const ovf_record*> newest_first;
+  for (uint64_t seq = end; seq > floor && newest_first.size() < max;) {
+    const ovf_record* r = find_record(--seq);
+    if (r == nullptr) break;  // overwritten
+    if (r->kind == OVF_KIND_OP_OUTPUT || r->kind == OVF_KIND_CHECKPOINT) newest_first.push_back(r);
+  }
+  return {newest_first.rbegin(), newest_first.rend()};
+}
+
+std::string format_op(const ovf_record& r) {
+  if (r.kind == OVF_KIND_CHECKPOINT) return format_record(r);
+  std::string values;
+  if ((r.flags & OVF_FLAG_HAS_STATS) && r.numel) {
+    const ReferenceMinMax mm = reference_min_max(r);
+    values = format_8_2e(mm.min) + " " + format_8_2e(mm.max);
+  } else {
+    values = right_17((r.flags & OVF_FLAG_HAS_STATS) ? "empty" : "no data");
+  }
+  const std::string where = module_text(r.context_id);
+  std::string what;
+  if (r.flags & OVF_FLAG_BACKWARD) {
+    what = "grad = " + escape_text(interned(r.name_id)) + " for " +
+           (r.aux_id == OVF_NO_ID ? std::string("an unknown op") : escape_text(interned(r.aux_id))) + " in " + where;
+  } else {
+    what = escape_text(interned(r.label_id)) + " = " + escape_text(interned(r.name_id)) + " in " + where;
+  }
+  if (r.flags & OVF_FLAG_PRODUCER) {
+    what += " (produced here)";
+  } else if (r.flags & OVF_FLAG_CARRIER) {
+    what += " (carried)";
+  } else if (r.flags & OVF_FLAG_CONSTANT) {
+    what += " (from a constant)";
+  }
+  return values + " " + what;
+}
+
+std::string format_event_report(uint64_t batch_number, uint64_t floor, uint64_t end, uint32_t max_frames) {
+  std::string text = format_detection_report(batch_number, floor, end, max_frames);
+  const auto ops = last_ops(floor, end, max_frames);
+  if (!ops.empty()) {
+    text += "Last " + std::to_string(ops.size()) + " ops:\n" + kColumnHeader + "\n";
+    for (const ovf_record* r : ops) text += format_op(*r) + "\n";
+  }
+  return text + describe_first_nonfinite();
 }
 
 }  // namespace ovf

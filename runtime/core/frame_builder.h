@@ -1,0 +1,55 @@
+// One module frame being assembled: its FRAME record, then its lines.
+#ifndef OVF_FRAME_BUILDER_H
+#define OVF_FRAME_BUILDER_H
+
+#include <cstdint>
+#include <vector>
+
+#include "ovf/ring.h"
+#include "record.h"
+#include "stats.h"
+
+namespace ovf {
+
+// Lines beyond this many in one frame are dropped and the frame is flagged
+// OVF_FLAG_TRUNCATED: a forward returning a list of 10^5 tensors must not flood the ring.
+constexpr uint32_t kMaxLinesPerFrame = 512;
+
+// Reused across calls so that steady-state hooks allocate nothing.
+class FrameBuilder {
+ public:
+  // `forward_start` is write_seq when the module's forward began (its pre-hook),
+  // OVF_NO_SEQ when unknown: it tells a producer from a parent of one.
+  void begin(uint32_t module_name_id, uint32_t class_name_id, bool is_root, uint64_t forward_start = OVF_NO_SEQ);
+  // A tensor in host memory: the CPU engine's stats, and its headroom when asked.
+  void add_tensor(ovf_record_kind kind, uint32_t label_id, const TensorView& view, DeviceId device);
+  // A line whose stats were computed elsewhere (weight cache, a device engine).
+  void add_stats(ovf_record_kind kind, uint32_t label_id, const Stats& stats, ovf_dtype dtype, DeviceId device,
+                 uint32_t extra_flags = 0);
+  // Sets the headroom fields of the line added last.
+  void set_headroom(ovf_dtype against, uint64_t underflow);
+  // A line without data (record.h: make_value_line).
+  void add_value(ovf_record_kind what, uint32_t label_id, uint32_t flags = 0);
+  // A line made by make_line / make_value_line; dropped (frame truncated) when full.
+  void add_line(const ovf_record& line);
+  bool full() const { return records_.size() > kMaxLinesPerFrame; }
+  bool is_root() const { return is_root_; }
+  uint64_t forward_start() const { return forward_start_; }
+  std::vector<ovf_record>& records() { return records_; }
+
+ private:
+  std::vector<ovf_record> records_;
+  bool is_root_ = false;
+  uint64_t forward_start_ = OVF_NO_SEQ;
+};
+
+// control.headroom_dtype, when it names a floating dtype (else OVF_DTYPE_UNKNOWN).
+ovf_dtype headroom_dtype();
+
+// The headroom count of `view` against `against`: finite non-zero values below
+// its smallest normal (0 for non-floating tensors).
+uint64_t headroom_underflow(const TensorView& view, ovf_dtype against);
+
+}  // namespace ovf
+
+#endif  // OVF_FRAME_BUILDER_H

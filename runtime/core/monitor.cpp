@@ -1,0 +1,371 @@
+#include "monitor.h"
+
+#include <fnmatch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "control.h"
+#include "record.h"
+#include "report.h"
+#include "ring_writer.h"
+
+namespace ovf {
+namespace {
+
+void append_batch_marker(uint64_t batch) {
+  ovf_record marker = blank_record(OVF_KIND_BATCH_START);
+  marker.batch = batch;
+  marker.timestamp_ns = now_ns();
+  append_records(&marker, 1);
+}
+
+// The "<label> has nans" / "has infs" lines the reference prints for a line.
+std::string nonfinite_text(const ovf_record& r, std::string_view label) {
+  const std::string escaped = escape_text(label);
+  std::string out;
+  if (r.nan_count) out += escaped + " has nans\n";
+  if (r.pos_inf_count + r.neg_inf_count) out += escaped + " has infs\n";
+  return out;
+}
+
+}  // namespace
+
+Monitor& Monitor::instance() {
+  static Monitor* monitor = new Monitor();  // never destroyed: hooks may run during exit
+  return *monitor;
+}
+
+// ---------------------------------------------------------------- sessions
+
+std::string Monitor::start_session(const SessionOptions& o) {
+  if (o.max_frames_to_save == 0) return "max_frames_to_save must be at least 1";
+  if (o.trace_batch_nums.size() > OVF_MAX_TRACE_BATCHES) {
+    return "trace_batch_nums holds at most " + std::to_string(OVF_MAX_TRACE_BATCHES) + " batch numbers";
+  }
+  for (int64_t b : o.trace_batch_nums) {
+    if (b < 0) return "trace_batch_nums must hold batch numbers >= 0 (batches are 0-indexed)";
+  }
+  ovf_control& c = ovf_state.control;
+  // A session starts from the reference's behaviour: whatever an earlier
+  // session or a debugger set (stop bits, filters, thresholds, ops) is reset.
+  c.stop_mask = OVF_STOP_NAN | OVF_STOP_INF;
+  c.above = __builtin_inf();
+  c.below = 0;
+  c.after_batch = 0;
+  std::memset(c.module_glob, 0, OVF_GLOB_SIZE);
+  c.observe = 0;
+  c.headroom_dtype = 0;
+  c.trace_count = static_cast<uint32_t>(o.trace_batch_nums.size());
+  std::copy(o.trace_batch_nums.begin(), o.trace_batch_nums.end(), c.trace_batches);
+  c.abort_after_batch = o.abort_after_batch_num;
+  c.on_event = o.on_event;
+  c.enabled = 1;
+  c.generation++;
+  ovf_state.max_frames_to_save = o.max_frames_to_save;
+  ovf_state.batch = 0;
+  ovf_state.detection_state = 1;
+  // "The first non-finite value" is this session's: an earlier one's is history.
+  __atomic_store_n(&ovf_state.first_nonfinite_seq, OVF_NO_SEQ, __ATOMIC_RELEASE);
+  __atomic_store_n(&last_nonfinite_seq_, OVF_NO_SEQ, __ATOMIC_RELEASE);
+  total_calls_ = 0;
+  last_frame_end_ = __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE);
+  pending_detection_ = 0;
+  frames_this_batch_ = 0;
+  {
+    std::lock_guard<std::mutex> lock(response_mutex_);
+    report_floor_ = last_frame_end_;
+    acted_once_ = false;
+    raise_pending_ = false;
+  }
+  active_ = true;
+  return "";
+}
+
+void Monitor::stop_session() {
+  active_ = false;
+  ovf_state.detection_state = ovf_state.first_nonfinite_seq == OVF_NO_SEQ ? 0 : 2;
+  std::lock_guard<std::mutex> lock(response_mutex_);
+  raise_pending_ = false;
+}
+
+bool Monitor::in_trace_batch(uint64_t batch) const {
+  const ovf_control& c = ovf_state.control;
+  const uint32_t n = std::min<uint32_t>(read_control(c.trace_count), OVF_MAX_TRACE_BATCHES);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (read_control(c.trace_batches[i]) == static_cast<int64_t>(batch)) return true;
+  }
+  return false;
+}
+
+bool Monitor::module_matches(uint32_t name_id) {
+  const ovf_control& c = ovf_state.control;
+  if (read_control(c.module_glob[0]) == '\0') return true;
+  if (name_id == OVF_NO_ID) return false;
+  std::lock_guard<std::mutex> lock(glob_mutex_);
+  const uint32_t generation = read_control(c.generation) + 1;
+  if (name_id >= glob_cache_.size()) glob_cache_.resize(name_id + 1, {0, false});
+  auto& entry = glob_cache_[name_id];
+  if (entry.first != generation) {
+    char pattern[OVF_GLOB_SIZE];
+    std::memcpy(pattern, const_cast<const char*>(c.module_glob), OVF_GLOB_SIZE);
+    pattern[OVF_GLOB_SIZE - 1] = '\0';
+    const std::string name(interned(name_id));
+    entry = {generation, fnmatch(pattern, name.c_str(), 0) == 0};
+  }
+  return entry.second;
+}
+
+// The batch a record belongs to: a backward pass and an optimizer step belong
+// to the batch whose forward the root already counted.
+uint64_t Monitor::current_batch_for(uint32_t flags) const {
+  const uint64_t counter = ovf_state.batch;
+  return (flags & OVF_FLAG_BACKWARD) && counter > 0 ? counter - 1 : counter;
+}
+
+// ---------------------------------------------------------------- the commit step
+
+Monitor::Committed Monitor::commit(ovf_record* records, uint32_t count, const CommitRequest& request) {
+  const uint64_t timestamp = now_ns();
+  for (uint32_t i = 0; i < count; ++i) {
+    records[i].batch = request.batch;
+    records[i].timestamp_ns = timestamp;
+  }
+  Committed out{append_records(records, count), 0, 0};
+  out.end = out.first + count;
+  // The first line that holds a NaN/Inf nobody asked for (a constant's is
+  // deliberate: it makes no first value and no producer).
+  const ovf_record* first_bad = std::find_if(records, records + count, counts_as_nonfinite);
+  if (first_bad != records + count) {
+    const uint64_t seq = out.first + (first_bad - records);
+    __atomic_store_n(&last_nonfinite_seq_, seq, __ATOMIC_RELEASE);
+    uint64_t expected = OVF_NO_SEQ;
+    __atomic_compare_exchange_n(&ovf_state.first_nonfinite_seq, &expected, seq, false, __ATOMIC_RELEASE,
+                                __ATOMIC_RELAXED);
+    ovf_state.detection_state = 2;
+  }
+  const ovf_control& c = ovf_state.control;
+  const uint32_t stop_mask = read_control(c.stop_mask);
+  uint32_t events = request.raw_events & stop_mask;
+  const uint64_t first_nonfinite = __atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_ACQUIRE);
+  const bool holds_first = out.first <= first_nonfinite && first_nonfinite < out.end;
+  if ((stop_mask & OVF_STOP_PRODUCER_ONLY) && !request.producer && !holds_first) {
+    events &= ~(OVF_STOP_NAN | OVF_STOP_INF | OVF_STOP_BACKWARD);
+  }
+  if (static_cast<int64_t>(request.batch) < read_control(c.after_batch)) events = 0;
+  if (events && !module_matches(request.module_id)) events = 0;
+  if (events) {
+    ovf_state.last_event_seq = out.first;
+    ovf_state.last_event_kind = events;
+    ovf_stop_event(find_record(out.first), events);
+  }
+  out.events = events;
+  return out;
+}
+
+// ---------------------------------------------------------------- the response step
+
+std::string Monitor::report_text(uint64_t end) {
+  return format_event_report(ovf_state.batch, report_floor_, end, ovf_state.max_frames_to_save);
+}
+
+Response Monitor::respond(uint32_t events, uint64_t end, uint64_t batch, bool can_raise) {
+  Response out;
+  out.events = events;
+  const uint32_t on_event = read_control(ovf_state.control.on_event);
+  // Thresholds and traced frames are debugger stops; without one they only
+  // mark the ring. Only NaN/Inf act on their own, as in the reference.
+  if (on_event == OVF_ON_EVENT_CONTINUE || !(events & (OVF_STOP_NAN | OVF_STOP_INF | OVF_STOP_BACKWARD))) {
+    return out;
+  }
+  std::lock_guard<std::mutex> lock(response_mutex_);
+  switch (on_event) {
+    case OVF_ON_EVENT_WARN:
+      if (!acted_once_) out.text = report_text(end);
+      acted_once_ = true;
+      break;
+    case OVF_ON_EVENT_ABORT:
+      out.text = report_text(end);
+      out.action = Action::kAbort;
+      out.message = abort_message();
+      break;
+    case OVF_ON_EVENT_WAIT:
+      // Wait at the first event only: once released, every later frame carries
+      // the same NaN onward and would stop again.
+      if (!acted_once_) {
+        out.text = report_text(end) + attach_instructions(getpid());
+        out.action = Action::kWait;
+      }
+      acted_once_ = true;
+      break;
+    default:  // raise
+      if (can_raise) {
+        out.text = report_text(end);
+        out.action = Action::kRaise;
+        out.message = kOverflowMessage;
+      } else if (!raise_pending_) {
+        out.text = report_text(end);
+        raise_pending_ = true;
+        raise_batch_ = batch;
+      }
+      break;
+  }
+  report_floor_ = end;
+  return out;
+}
+
+bool Monitor::take_pending_raise(uint64_t* batch) {
+  std::lock_guard<std::mutex> lock(response_mutex_);
+  if (!raise_pending_) return false;
+  raise_pending_ = false;
+  *batch = raise_batch_;
+  return true;
+}
+
+// ---------------------------------------------------------------- the sources
+
+Response Monitor::finish_frame(FrameBuilder& frame) {
+  const ovf_control& c = ovf_state.control;
+  const uint64_t batch = ovf_state.batch;
+  const bool trace_mode = in_trace_batch(batch);
+  const bool reference_prints = read_control(c.on_event) != OVF_ON_EVENT_CONTINUE;
+
+  if (total_calls_ == 0) append_batch_marker(batch);
+  ++total_calls_;
+
+  auto& records = frame.records();
+  uint32_t line_events = 0;
+  bool output_nonfinite = false, carried_in = false;
+  for (const ovf_record& r : records) {
+    if (r.kind == OVF_KIND_FRAME || !(r.flags & OVF_FLAG_HAS_STATS) || r.numel == 0) continue;
+    if (r.flags & OVF_FLAG_NONFINITE) (r.kind == OVF_KIND_OUTPUT ? output_nonfinite : carried_in) = true;
+    line_events |= nonfinite_bits(r);
+    if (is_floating(static_cast<ovf_dtype>(r.dtype))) {
+      if (r.abs_max > read_control(c.above)) line_events |= OVF_STOP_ABOVE;
+      if (r.abs_min_nonzero < read_control(c.below)) line_events |= OVF_STOP_BELOW;
+    }
+  }
+  ovf_record& header = records.front();
+  if (trace_mode) header.flags |= OVF_FLAG_TRACED;
+  // A carrier got a NaN/Inf in (an input or weight). A producer made it from
+  // finite inputs and weights itself: not one of its children or ops, so
+  // nothing non-finite was recorded since its forward began (when known).
+  const uint64_t last_nonfinite = __atomic_load_n(&last_nonfinite_seq_, __ATOMIC_ACQUIRE);
+  const bool made_inside = frame.forward_start() != OVF_NO_SEQ && last_nonfinite != OVF_NO_SEQ &&
+                           last_nonfinite >= frame.forward_start();
+  if (carried_in) {
+    header.flags |= OVF_FLAG_CARRIER;
+  } else if (output_nonfinite && !made_inside) {
+    header.flags |= OVF_FLAG_PRODUCER;
+  }
+
+  // Which events the frame raises. Without a debugger the reference's rules
+  // hold: NaN/Inf seen in a traced batch is remembered and reported at the
+  // next untraced frame.
+  const uint32_t nonfinite = line_events & (OVF_STOP_NAN | OVF_STOP_INF);
+  uint32_t raw = line_events & (OVF_STOP_ABOVE | OVF_STOP_BELOW);
+  if (trace_mode) raw |= OVF_STOP_TRACED;
+  if (reference_prints) {
+    pending_detection_ |= nonfinite;
+    if (!trace_mode) {
+      raw |= pending_detection_;
+      pending_detection_ = 0;
+    }
+  } else {
+    raw |= nonfinite;
+  }
+  const Committed done = commit(records.data(), static_cast<uint32_t>(records.size()),
+                                {batch, raw, (header.flags & OVF_FLAG_PRODUCER) != 0, header.name_id});
+  ++ovf_state.frames_written;
+  ++frames_this_batch_;
+
+  Response out;
+  // The reference prints "<ctx> has nans/infs" while it builds the frame.
+  if (nonfinite && reference_prints) {
+    for (const ovf_record& r : records) {
+      if (r.kind != OVF_KIND_FRAME && (r.flags & OVF_FLAG_NONFINITE)) out.text += nonfinite_text(r, interned(r.label_id));
+    }
+  }
+  if (frame.is_root()) end_batch();
+  if (trace_mode) {
+    // reset_saved_frames() then trace_frames(): only this frame, with the
+    // batch markers written since the previous frame.
+    if (reference_prints) out.text += format_frames(last_frames(last_frame_end_, done.end, 1, nullptr)) + "\n";
+    std::lock_guard<std::mutex> lock(response_mutex_);
+    report_floor_ = done.end;
+  }
+  last_frame_end_ = done.end;
+
+  if (done.events) {
+    Response event = respond(done.events, done.end, batch, /*can_raise=*/true);
+    out.text += event.text;
+    out.action = event.action;
+    out.message = event.message;
+    out.events = done.events;
+  }
+
+  const int64_t abort_after = read_control(c.abort_after_batch);
+  if (out.action == Action::kNone && abort_after >= 0 && static_cast<int64_t>(ovf_state.batch) > abort_after) {
+    if (read_control(c.stop_mask) & OVF_STOP_ABORT_AFTER) {
+      ovf_state.last_event_seq = done.first;
+      ovf_state.last_event_kind = OVF_STOP_ABORT_AFTER;
+      ovf_stop_event(find_record(done.first), OVF_STOP_ABORT_AFTER);
+    }
+    out.action = Action::kRaise;
+    out.events |= OVF_STOP_ABORT_AFTER;
+    out.message = "DebugUnderflowOverflow: aborting after " + std::to_string(ovf_state.batch) +
+                  " batches due to `abort_after_batch_num=" + std::to_string(abort_after) + "` arg";
+  }
+  return out;
+}
+
+uint64_t Monitor::end_batch() {
+  const uint64_t batch = ++ovf_state.batch;
+  ovf_state.frames_per_batch_hint = static_cast<uint32_t>(std::min<uint64_t>(frames_this_batch_, UINT32_MAX));
+  frames_this_batch_ = 0;
+  append_batch_marker(batch);
+  return batch;
+}
+
+uint32_t Monitor::optimizer_step(FrameBuilder& frame, bool carried) {
+  auto& records = frame.records();
+  uint32_t raw = 0;
+  // Not one of the reference's frames: its own kinds, which reports skip.
+  records.front().kind = OVF_KIND_STEP;
+  records.front().flags |= carried ? OVF_FLAG_CARRIER : OVF_FLAG_PRODUCER;
+  for (size_t i = 1; i < records.size(); ++i) {
+    records[i].kind = OVF_KIND_STEP_PARAM;
+    raw |= nonfinite_bits(records[i]);
+  }
+  // The step belongs to the batch whose gradients it applied.
+  const Committed done = commit(records.data(), static_cast<uint32_t>(records.size()),
+                                {current_batch_for(OVF_FLAG_BACKWARD), raw, !carried, records.front().name_id});
+  return done.events;
+}
+
+uint32_t Monitor::op_output(ovf_record& r) {
+  const uint32_t raw = !(r.flags & OVF_FLAG_NONFINITE) || (r.flags & OVF_FLAG_CONSTANT) ? 0u
+                       : (r.flags & OVF_FLAG_BACKWARD)                                  ? uint32_t{OVF_STOP_BACKWARD}
+                                                                                        : nonfinite_bits(r);
+  const Committed done = commit(&r, 1, {current_batch_for(r.flags), raw, (r.flags & OVF_FLAG_PRODUCER) != 0,
+                                        r.context_id});
+  return done.events;
+}
+
+Response Monitor::respond_to_op(const ovf_record& r, uint32_t events) {
+  return respond(events, r.seq + 1, r.batch, /*can_raise=*/false);
+}
+
+bool Monitor::checkpoint(ovf_record line, const std::string& ctx, std::string* text) {
+  line.kind = OVF_KIND_CHECKPOINT;
+  line.name_id = intern(ctx);
+  line.label_id = line.name_id;
+  *text += nonfinite_text(line, ctx);
+  // The reference's detect_overflow only reports: a debugger stops here, the
+  // process itself never acts on it.
+  commit(&line, 1, {ovf_state.batch, nonfinite_bits(line), /*producer=*/true, line.name_id});
+  return (line.flags & OVF_FLAG_NONFINITE) != 0;
+}
+
+}  // namespace ovf

@@ -1,0 +1,49 @@
+// The response step: what the process itself does about a non-finite event
+// when no debugger handles it (control.on_event), for every driver.
+#ifndef OVF_RESPONSE_H
+#define OVF_RESPONSE_H
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace ovf {
+
+enum class Action {
+  kNone,
+  kRaise,  // raise the error in `message` now (NonFiniteError: a ValueError)
+  kAbort,  // flush output, then abort_now(message): the kernel writes a core with the ring in it
+  kWait,   // wait_for_release(): a debugger lets the process go on
+};
+
+// What a driver does after a record was committed: print `text` (for module
+// frames exactly what the reference prints at that moment), then act.
+struct Response {
+  std::string text;
+  Action action = Action::kNone;
+  std::string message;
+  uint32_t events = 0;  // enum ovf_stop_bits that fired
+};
+
+// The reference's ValueError text.
+extern const char* const kOverflowMessage;
+
+// abort()'s message: where the core goes and how to read it.
+std::string abort_message();
+
+// "ovf: process P is waiting for a debugger. Attach with one of: ..." lines.
+std::string attach_instructions(int pid);
+
+// Prints `message` on stderr after flushing every stdio stream, then abort()s.
+[[noreturn]] void abort_now(const std::string& message);
+
+// Polls control.wait_released every 100 ms until a debugger sets it (then
+// clears it and returns true) or `interrupted()` returns true (returns false).
+bool wait_for_release(const std::function<bool()>& interrupted);
+
+// Lifts the soft core-size limit to the hard one; false when cores stay off.
+bool enable_core_dumps();
+
+}  // namespace ovf
+
+#endif  // OVF_RESPONSE_H

@@ -1,0 +1,268 @@
+#include "py_hooks.h"
+
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <unordered_map>
+
+#include "control.h"
+#include "gradients.h"
+#include "module_stack.h"
+#include "monitor.h"
+#include "op_observer.h"
+#include "optimizer_check.h"
+#include "parameters.h"
+#include "py_values.h"
+#include "ring_writer.h"
+#include "torch_tensor.h"
+#include "weight_cache.h"
+
+namespace py = pybind11;
+
+namespace ovf {
+namespace {
+
+struct ModuleEntry {
+  py::object module;  // strong: a freed module's address must not be reused under its name
+  uint32_t name_id = 0;
+  uint32_t class_id = 0;
+  WeightCache weights;
+};
+
+std::unordered_map<PyObject*, ModuleEntry>& modules() {
+  static auto* m = new std::unordered_map<PyObject*, ModuleEntry>();
+  return *m;
+}
+PyObject* g_root = nullptr;
+// torch < 2.0 passes no kwargs to forward hooks; ovf's nn.Module.__call__ shim
+// pushes (module, kwargs) here around each call that has kwargs.
+py::list* g_kwargs_stack = nullptr;
+// Python-side callback for a module called that ovf has not named yet (auto mode).
+py::object* g_discover = nullptr;
+py::object* g_nonfinite_error = nullptr;
+
+void write_stdout(const std::string& text) {
+  if (text.empty()) return;
+  py::module_::import("sys").attr("stdout").attr("write")(text);
+}
+
+void flush_stdio() {
+  auto sys = py::module_::import("sys");
+  for (const char* stream : {"stdout", "stderr"}) {
+    try {
+      sys.attr(stream).attr("flush")();
+    } catch (const py::error_already_set&) {
+    }
+  }
+}
+
+// Prints the response's text, then does what it says. Raising is the only way
+// ovf's own decisions leave this function as an exception.
+void act(const Response& out) {
+  write_stdout(out.text);
+  switch (out.action) {
+    case Action::kNone:
+      return;
+    case Action::kRaise:
+      PyErr_SetString(out.events & (OVF_STOP_NAN | OVF_STOP_INF) ? g_nonfinite_error->ptr() : PyExc_ValueError,
+                      out.message.c_str());
+      throw py::error_already_set();
+    case Action::kAbort:
+      flush_stdio();
+      abort_now(out.message);
+    case Action::kWait:
+      flush_stdio();
+      // Ctrl-C ends the wait as a KeyboardInterrupt where the model runs.
+      if (!wait_for_release([] { return PyErr_CheckSignals() != 0; })) throw py::error_already_set();
+      return;
+  }
+}
+
+FrameBuilder& frame_builder() {
+  static thread_local FrameBuilder builder;
+  return builder;
+}
+
+bool running() { return Monitor::instance().active() && read_control(ovf_state.control.enabled); }
+
+void watch_output_gradients(uint32_t module_id, PyObject* output) {
+  auto watch = [module_id](PyObject* value, const std::string& label) {
+    if (THPVariable_Check(value)) watch_output_gradient(THPVariable_Unpack(value), module_id, label);
+  };
+  if (PyTuple_Check(output) || PyList_Check(output)) {
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(output);
+    for (Py_ssize_t i = 0; i < n; ++i) watch(PySequence_Fast_ITEMS(output)[i], "output[" + std::to_string(i) + "]");
+  } else {
+    watch(output, "output");
+  }
+}
+
+// The forward hook body shared by the hooks with and without kwargs.
+void on_forward(PyObject* module, PyObject* args, PyObject* kwargs, PyObject* output) {
+  const uint64_t forward_start = pop_module(module);
+  if (!running()) return;
+  sync_op_observer();
+  auto it = modules().find(module);
+  if (it == modules().end()) return;  // not part of a watched model
+  ModuleEntry& entry = it->second;
+  FrameBuilder& frame = frame_builder();
+  frame.begin(entry.name_id, entry.class_id, module == g_root, forward_start);
+  for_each_own_parameter(entry.module.ptr(), [&](const char* name, const at::Tensor& t) {
+    entry.weights.add_line(frame, intern(name), t);
+  });
+  std::string label = "input";
+  if (args != nullptr && PyTuple_Check(args)) {
+    const Py_ssize_t n = PyTuple_GET_SIZE(args);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      label = "input[" + std::to_string(i) + "]";
+      add_python_value(frame, OVF_KIND_INPUT, PyTuple_GET_ITEM(args, i), label, 1);
+    }
+  } else if (args != nullptr) {
+    add_python_value(frame, OVF_KIND_INPUT, args, label, 0);
+  }
+  if (kwargs != nullptr && PyDict_Check(kwargs)) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(kwargs, &pos, &key, &value)) {
+      label = "input" + key_label(key);
+      add_python_value(frame, OVF_KIND_INPUT, value, label, 1);
+    }
+  }
+  label = "output";
+  add_python_value(frame, OVF_KIND_OUTPUT, output, label, 0);
+  if (read_control(ovf_state.control.observe) & OVF_OBSERVE_BACKWARD) watch_output_gradients(entry.name_id, output);
+  act(Monitor::instance().finish_frame(frame));
+}
+
+// One line, whatever the error's text holds (pybind11 appends a traceback).
+void report_internal_error(const char* what) {
+  std::string text(what);
+  text = text.substr(0, text.find('\n'));
+  ovf_state.control.enabled = 0;
+  py::print(py::str("ovf: internal error in a hook ({}); ovf is now disabled for this run").format(text),
+            py::arg("file") = py::module_::import("sys").attr("stderr"));
+}
+
+// Runs a hook body; an internal failure of ovf disables it with one line instead
+// of breaking the user's training step.
+template <typename Body>
+void guarded(Body&& body) {
+  try {
+    body();
+  } catch (const py::error_already_set& e) {
+    if (e.matches(g_nonfinite_error->ptr()) || e.matches(PyExc_ValueError) || e.matches(PyExc_KeyboardInterrupt) ||
+        e.matches(PyExc_SystemExit)) {
+      throw;
+    }
+    report_internal_error(e.what());
+  } catch (const std::exception& e) {
+    report_internal_error(e.what());
+  }
+}
+
+PyObject* kwargs_for(PyObject* module) {
+  if (g_kwargs_stack == nullptr || PyList_GET_SIZE(g_kwargs_stack->ptr()) == 0) return nullptr;
+  PyObject* top = PyList_GET_ITEM(g_kwargs_stack->ptr(), PyList_GET_SIZE(g_kwargs_stack->ptr()) - 1);
+  if (!PyTuple_Check(top) || PyTuple_GET_SIZE(top) != 2 || PyTuple_GET_ITEM(top, 0) != module) return nullptr;
+  return PyTuple_GET_ITEM(top, 1);
+}
+
+std::string type_name(py::handle object) { return py::str(object.get_type().attr("__name__")).cast<std::string>(); }
+
+void check_optimizer(py::handle optimizer) {
+  if (!running()) return;
+  StepCheck check(type_name(optimizer));
+  size_t index = 0;
+  // Its state (Adam's exp_avg, exp_avg_sq, ...) when asked: more reads per step.
+  const py::object state = check_optimizer_state() ? optimizer.attr("state") : py::none();
+  for (py::handle group : optimizer.attr("param_groups")) {
+    for (py::handle p : group["params"]) {
+      const size_t i = index++;
+      if (!THPVariable_Check(p.ptr())) continue;
+      const at::Tensor& t = THPVariable_Unpack(p.ptr());
+      PyObject* slots = PyDict_Check(state.ptr()) ? PyDict_GetItem(state.ptr(), p.ptr()) : nullptr;
+      if (slots != nullptr && PyDict_Check(slots)) {
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(slots, &pos, &key, &value)) {
+          const char* slot = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : nullptr;
+          if (slot == nullptr) {
+            PyErr_Clear();
+            continue;
+          }
+          if (THPVariable_Check(value)) check.state(t, i, slot, THPVariable_Unpack(value));
+        }
+      }
+      check.parameter(t, i);
+    }
+  }
+  check.finish();
+}
+
+}  // namespace
+
+void set_python_callbacks(py::object kwargs_stack, py::object discover, py::object nonfinite_error) {
+  g_kwargs_stack = new py::list(kwargs_stack);  // lives for the process, like the hooks
+  g_discover = discover.is_none() ? nullptr : new py::object(discover);
+  g_nonfinite_error = new py::object(nonfinite_error);
+}
+
+void forward_hook(py::handle module, py::handle args, py::handle output) {
+  guarded([&] { on_forward(module.ptr(), args.ptr(), kwargs_for(module.ptr()), output.ptr()); });
+}
+
+void forward_hook_with_kwargs(py::handle module, py::handle args, py::handle kwargs, py::handle output) {
+  guarded([&] { on_forward(module.ptr(), args.ptr(), kwargs.ptr(), output.ptr()); });
+}
+
+// In auto mode (global) the first call of a module ovf has not named asks
+// Python to name it and its submodules (it becomes a root). It notes where the
+// forward began (a producer frame made its NaN itself, not a child) and which
+// module runs (the op observer names it).
+void forward_pre_hook(py::handle module, py::handle /*args*/) {
+  auto it = modules().find(module.ptr());
+  if (it == modules().end() && g_discover != nullptr) {
+    guarded([&] { (*g_discover)(module); });
+    it = modules().find(module.ptr());
+  }
+  if (it == modules().end()) return;
+  if (module.ptr() == g_root) clear_modules_on_thread();  // drops entries of forwards that raised
+  push_module(module.ptr(), it->second.name_id, __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE));
+}
+
+void watch_module(py::handle module, const std::string& name, bool is_root) {
+  ModuleEntry& entry = modules()[module.ptr()];
+  entry.module = py::reinterpret_borrow<py::object>(module);
+  entry.name_id = intern(name);
+  entry.class_id = intern(type_name(module));
+  entry.weights.clear();
+  if (is_root) g_root = module.ptr();
+  for_each_own_parameter(module.ptr(), [&](const char* param, const at::Tensor& t) {
+    // the first name wins, as for shared modules in named_modules()
+    register_parameter(t, entry.name_id, intern(name.empty() ? std::string(param) : name + "." + param));
+  });
+}
+
+bool is_watched(py::handle module) { return modules().count(module.ptr()) > 0; }
+
+void clear_modules() {
+  modules().clear();
+  clear_parameters();
+  g_root = nullptr;
+}
+
+void after_optimizer_step(py::handle optimizer) {
+  guarded([&] { check_optimizer(optimizer); });
+}
+
+bool detect_overflow(py::handle var, const std::string& ctx) {
+  if (!THPVariable_Check(var.ptr())) {
+    throw py::type_error("ovf.detect_overflow: var must be a torch.Tensor, got " + type_name(var));
+  }
+  std::string text;
+  const ovf_record line = tensor_line(OVF_KIND_CHECKPOINT, 0, THPVariable_Unpack(var.ptr()));
+  const bool found = !(line.flags & OVF_FLAG_NO_DATA) && Monitor::instance().checkpoint(line, ctx, &text);
+  write_stdout(text);
+  return found;
+}
+
+}  // namespace ovf

@@ -1,0 +1,38 @@
+// The Python driver: module forward hooks and the optimizer check turn Python
+// objects into core calls, and the core's responses into Python's terms
+// (printing to sys.stdout, NonFiniteError). What the bindings call.
+#ifndef OVF_PY_HOOKS_H
+#define OVF_PY_HOOKS_H
+
+#include <pybind11/pybind11.h>
+
+#include <string>
+
+namespace ovf {
+
+// The Python objects the driver calls back: the kwargs stack of the torch < 2
+// __call__ shim, auto mode's discover(module) (None: explicit mode), and the
+// exception class NonFiniteError.
+void set_python_callbacks(pybind11::object kwargs_stack, pybind11::object discover,
+                          pybind11::object nonfinite_error);
+
+// Module hooks (global in auto mode, per module in explicit mode).
+void forward_hook(pybind11::handle module, pybind11::handle args, pybind11::handle output);
+void forward_hook_with_kwargs(pybind11::handle module, pybind11::handle args, pybind11::handle kwargs,
+                              pybind11::handle output);
+void forward_pre_hook(pybind11::handle module, pybind11::handle args);
+
+// Names `module` `name` (the root starts a batch's forward) and its parameters.
+void watch_module(pybind11::handle module, const std::string& name, bool is_root);
+bool is_watched(pybind11::handle module);
+void clear_modules();
+
+// Checks an optimizer's parameters (and state, when asked) after its step.
+void after_optimizer_step(pybind11::handle optimizer);
+
+// ovf.detect_overflow(var, ctx).
+bool detect_overflow(pybind11::handle var, const std::string& ctx);
+
+}  // namespace ovf
+
+#endif  // OVF_PY_HOOKS_H

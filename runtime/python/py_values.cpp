@@ -1,0 +1,117 @@
+#include "py_values.h"
+
+#include <pybind11/pybind11.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include "ring_writer.h"
+#include "torch_tensor.h"
+
+namespace py = pybind11;
+
+namespace ovf {
+namespace {
+
+// Structures nested deeper than this are reported as "not a tensor".
+constexpr int kMaxDepth = 8;
+
+bool is_dataclass_instance(PyObject* obj) {
+  return PyObject_HasAttrString(reinterpret_cast<PyObject*>(Py_TYPE(obj)), "__dataclass_fields__");
+}
+
+}  // namespace
+
+std::string key_label(PyObject* key) {
+  if (PyUnicode_Check(key)) {
+    const char* s = PyUnicode_AsUTF8(key);
+    if (s != nullptr) return std::string("[\"") + s + "\"]";
+    PyErr_Clear();
+  }
+  PyObject* r = PyObject_Repr(key);
+  if (r == nullptr) {
+    PyErr_Clear();
+    return "[?]";
+  }
+  py::object owner = py::reinterpret_steal<py::object>(r);
+  const char* s = PyUnicode_AsUTF8(r);
+  if (s == nullptr) {
+    PyErr_Clear();
+    return "[?]";
+  }
+  return std::string("[") + s + "]";
+}
+
+void add_python_value(FrameBuilder& frame, ovf_record_kind kind, PyObject* obj, std::string& label, int depth) {
+  if (frame.full()) {
+    frame.add_value(kind, 0);  // flags the frame truncated
+    return;
+  }
+  if (THPVariable_Check(obj)) {
+    add_tensor_line(frame, kind, intern(label), THPVariable_Unpack(obj));
+    return;
+  }
+  if (obj == Py_None) {
+    frame.add_value(OVF_KIND_NONE, intern(label));
+    return;
+  }
+  const size_t base = label.size();
+  if (depth < kMaxDepth && (PyTuple_Check(obj) || PyList_Check(obj))) {
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+    PyObject** items = PySequence_Fast_ITEMS(obj);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      label += "[" + std::to_string(i) + "]";
+      add_python_value(frame, kind, items[i], label, depth + 1);
+      label.resize(base);
+    }
+    return;
+  }
+  if (depth < kMaxDepth && PyDict_Check(obj)) {
+    // Copy the items first: a value's __repr__ could mutate the dict.
+    py::list items = py::reinterpret_steal<py::list>(PyDict_Items(obj));
+    for (py::handle item : items) {
+      label += key_label(PyTuple_GET_ITEM(item.ptr(), 0));
+      add_python_value(frame, kind, PyTuple_GET_ITEM(item.ptr(), 1), label, depth + 1);
+      label.resize(base);
+    }
+    return;
+  }
+  if (depth < kMaxDepth && is_dataclass_instance(obj)) {
+    py::object fields = py::module_::import("dataclasses").attr("fields")(py::handle(obj));
+    for (py::handle field : fields) {
+      const std::string name = py::str(field.attr("name"));
+      PyObject* value = PyObject_GetAttrString(obj, name.c_str());
+      if (value == nullptr) {
+        PyErr_Clear();
+        continue;
+      }
+      py::object owner = py::reinterpret_steal<py::object>(value);
+      label += "." + name;
+      add_python_value(frame, kind, value, label, depth + 1);
+      label.resize(base);
+    }
+    return;
+  }
+  frame.add_value(OVF_KIND_NOT_TENSOR, intern(label));
+}
+
+void for_each_own_parameter(PyObject* module, const std::function<void(const char*, const at::Tensor&)>& fn) {
+  PyObject* params = PyObject_GetAttrString(module, "_parameters");
+  if (params == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  py::object owner = py::reinterpret_steal<py::object>(params);
+  if (!PyDict_Check(params)) return;
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(params, &pos, &key, &value)) {
+    if (!THPVariable_Check(value)) continue;
+    const char* name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : nullptr;
+    if (name == nullptr) {
+      PyErr_Clear();
+      continue;
+    }
+    fn(name, THPVariable_Unpack(value));
+  }
+}
+
+}  // namespace ovf

@@ -1,0 +1,33 @@
+// at::Tensor -> what the core reads: the one place that knows torch's tensor
+// types, and the way a tensor's statistics are computed wherever it lives.
+#ifndef OVF_TORCH_TENSOR_H
+#define OVF_TORCH_TENSOR_H
+
+#include <ATen/core/Tensor.h>
+
+#include "frame_builder.h"
+#include "record.h"
+#include "stats.h"
+
+namespace ovf {
+
+ovf_dtype to_ovf_dtype(at::ScalarType type);
+DeviceId device_of(const at::Tensor& tensor);
+
+// Fills `view` for a tensor whose memory this process can read on the CPU
+// (strided, not quantized, with storage). Never throws.
+bool readable_view(const at::Tensor& tensor, TensorView* view);
+
+// A tensor's statistics as a line of `kind` (make_line), or a "no data" line
+// when its memory cannot be read here.
+ovf_record tensor_line(ovf_record_kind kind, uint32_t label_id, const at::Tensor& tensor, uint32_t flags = 0);
+
+// Whether a readable tensor holds a NaN or Inf (false when unreadable).
+bool tensor_nonfinite(const at::Tensor& tensor);
+
+// Adds the tensor as a frame line: its stats and headroom, or a "no data" line.
+void add_tensor_line(FrameBuilder& frame, ovf_record_kind kind, uint32_t label_id, const at::Tensor& tensor);
+
+}  // namespace ovf
+
+#endif  // OVF_TORCH_TENSOR_H
