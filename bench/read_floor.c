@@ -8,8 +8,8 @@
 
 typedef uint64_t ovf_v8u64 __attribute__((vector_size(64)));
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
-uint64_t ovf_read_floor(const void* data, size_t nbytes) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) uint64_t ovf_read_floor(
+    const void* data, size_t nbytes) {
   const unsigned char* p = (const unsigned char*)data;
   ovf_v8u64 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
   size_t i = 0;

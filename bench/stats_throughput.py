@@ -167,7 +167,7 @@ def main(argv=None):
         print(f"target met: ovf >= {TARGET} x the floor at 1e6 and 1e7 elements for every dtype "
               f"(lowest {min(r['ovf_floor'] for r in rows if r['n'] in TARGET_SIZES):.2f} x)")
     print(_common.load_line("end"))
-    return 1 if missed else 0
+    return _common.exit_status(missed, args.quick)
 
 
 if __name__ == "__main__":

@@ -254,7 +254,7 @@ def main(argv=None):
         print(f"target met: ovf's extra time <= {TARGET} of the reference's on every model "
               f"(highest {max(r['fraction'] for r in results):.3f})")
     print(_common.load_line("end"))
-    return 1 if missed else 0
+    return _common.exit_status(missed, args.quick)
 
 
 if __name__ == "__main__":

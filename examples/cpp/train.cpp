@@ -24,7 +24,9 @@
 
 // log(x * gain): fine while the encoder's output is positive.
 struct StretchImpl : torch::nn::Module {
-  explicit StretchImpl(int64_t features) { gain = register_parameter("gain", torch::ones({features})); }
+  explicit StretchImpl(int64_t features) {
+    gain = register_parameter("gain", torch::ones({features}));
+  }
 
   torch::Tensor forward(torch::Tensor x) {
     // Ops that take none of this module's parameters (torch::log here) are

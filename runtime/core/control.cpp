@@ -4,21 +4,26 @@
 
 namespace ovf {
 
-const NamedBit kStopBitNames[8] = {
-    {"nan", OVF_STOP_NAN},       {"inf", OVF_STOP_INF},
-    {"above", OVF_STOP_ABOVE},   {"below", OVF_STOP_BELOW},
-    {"traced", OVF_STOP_TRACED}, {"abort_after", OVF_STOP_ABORT_AFTER},
-    {"producer_only", OVF_STOP_PRODUCER_ONLY}, {"backward", OVF_STOP_BACKWARD}};
+const NamedBit kStopBitNames[8] = {{"nan", OVF_STOP_NAN},
+                                   {"inf", OVF_STOP_INF},
+                                   {"above", OVF_STOP_ABOVE},
+                                   {"below", OVF_STOP_BELOW},
+                                   {"traced", OVF_STOP_TRACED},
+                                   {"abort_after", OVF_STOP_ABORT_AFTER},
+                                   {"producer_only", OVF_STOP_PRODUCER_ONLY},
+                                   {"backward", OVF_STOP_BACKWARD}};
 
-const NamedBit kObserveBitNames[3] = {
-    {"ops", OVF_OBSERVE_OPS}, {"backward", OVF_OBSERVE_BACKWARD}, {"optimizer_state", OVF_OBSERVE_OPTIMIZER_STATE}};
+const NamedBit kObserveBitNames[3] = {{"ops", OVF_OBSERVE_OPS},
+                                      {"backward", OVF_OBSERVE_BACKWARD},
+                                      {"optimizer_state", OVF_OBSERVE_OPTIMIZER_STATE}};
 
 namespace {
 const char* const kOnEventNames[] = {"raise", "warn", "abort", "wait", "continue"};
 }  // namespace
 
 const char* on_event_name(uint32_t on_event) {
-  return on_event < sizeof kOnEventNames / sizeof kOnEventNames[0] ? kOnEventNames[on_event] : "unknown";
+  return on_event < sizeof kOnEventNames / sizeof kOnEventNames[0] ? kOnEventNames[on_event]
+                                                                   : "unknown";
 }
 
 int on_event_code(const std::string& name) {
@@ -38,7 +43,9 @@ std::string parse_bit_names(const std::string& text, const char* where, const Na
     if (comma == std::string::npos) comma = text.size();
     std::string name = text.substr(start, comma - start);
     const size_t first = name.find_first_not_of(" \t");
-    name = first == std::string::npos ? "" : name.substr(first, name.find_last_not_of(" \t") - first + 1);
+    name = first == std::string::npos
+               ? ""
+               : name.substr(first, name.find_last_not_of(" \t") - first + 1);
     if (!name.empty()) {
       bool known = false;
       for (const NamedBit& entry : table) {
@@ -49,7 +56,8 @@ std::string parse_bit_names(const std::string& text, const char* where, const Na
       }
       if (!known) {
         std::string all;
-        for (const NamedBit& entry : table) all += std::string(all.empty() ? "" : ", ") + entry.name;
+        for (const NamedBit& entry : table)
+          all += std::string(all.empty() ? "" : ", ") + entry.name;
         return std::string("ovf: ") + where + " names values from " + all + "; got '" + name + "'";
       }
     }
@@ -59,8 +67,10 @@ std::string parse_bit_names(const std::string& text, const char* where, const Na
   return "";
 }
 
-template std::string parse_bit_names(const std::string&, const char*, const NamedBit (&)[8], uint32_t*);
-template std::string parse_bit_names(const std::string&, const char*, const NamedBit (&)[3], uint32_t*);
+template std::string parse_bit_names(const std::string&, const char*, const NamedBit (&)[8],
+                                     uint32_t*);
+template std::string parse_bit_names(const std::string&, const char*, const NamedBit (&)[3],
+                                     uint32_t*);
 
 std::string write_module_glob(const std::string& glob) {
   if (glob.size() >= OVF_GLOB_SIZE) return "ovf: module glob longer than 255 bytes";

@@ -7,7 +7,8 @@
 
 namespace ovf {
 
-void FrameBuilder::begin(uint32_t module_name_id, uint32_t class_name_id, bool is_root, uint64_t forward_start) {
+void FrameBuilder::begin(uint32_t module_name_id, uint32_t class_name_id, bool is_root,
+                         uint64_t forward_start) {
   records_.clear();
   is_root_ = is_root;
   forward_start_ = forward_start;
@@ -27,7 +28,8 @@ void FrameBuilder::add_line(const ovf_record& line) {
   if (line.flags & OVF_FLAG_NONFINITE) records_.front().flags |= OVF_FLAG_NONFINITE;
 }
 
-void FrameBuilder::add_tensor(ovf_record_kind kind, uint32_t label_id, const TensorView& view, DeviceId device) {
+void FrameBuilder::add_tensor(ovf_record_kind kind, uint32_t label_id, const TensorView& view,
+                              DeviceId device) {
   if (full()) {
     records_.front().flags |= OVF_FLAG_TRUNCATED;
     return;
@@ -37,8 +39,8 @@ void FrameBuilder::add_tensor(ovf_record_kind kind, uint32_t label_id, const Ten
   if (against != OVF_DTYPE_UNKNOWN) set_headroom(against, headroom_underflow(view, against));
 }
 
-void FrameBuilder::add_stats(ovf_record_kind kind, uint32_t label_id, const Stats& s, ovf_dtype dtype,
-                             DeviceId device, uint32_t extra_flags) {
+void FrameBuilder::add_stats(ovf_record_kind kind, uint32_t label_id, const Stats& s,
+                             ovf_dtype dtype, DeviceId device, uint32_t extra_flags) {
   add_line(make_line(kind, label_id, s, dtype, device, extra_flags));
 }
 

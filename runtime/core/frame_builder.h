@@ -20,12 +20,13 @@ class FrameBuilder {
  public:
   // `forward_start` is write_seq when the module's forward began (its pre-hook),
   // OVF_NO_SEQ when unknown: it tells a producer from a parent of one.
-  void begin(uint32_t module_name_id, uint32_t class_name_id, bool is_root, uint64_t forward_start = OVF_NO_SEQ);
+  void begin(uint32_t module_name_id, uint32_t class_name_id, bool is_root,
+             uint64_t forward_start = OVF_NO_SEQ);
   // A tensor in host memory: the CPU engine's stats, and its headroom when asked.
   void add_tensor(ovf_record_kind kind, uint32_t label_id, const TensorView& view, DeviceId device);
   // A line whose stats were computed elsewhere (weight cache, a device engine).
-  void add_stats(ovf_record_kind kind, uint32_t label_id, const Stats& stats, ovf_dtype dtype, DeviceId device,
-                 uint32_t extra_flags = 0);
+  void add_stats(ovf_record_kind kind, uint32_t label_id, const Stats& stats, ovf_dtype dtype,
+                 DeviceId device, uint32_t extra_flags = 0);
   // Sets the headroom fields of the line added last.
   void set_headroom(ovf_dtype against, uint64_t underflow);
   // A line without data (record.h: make_value_line).

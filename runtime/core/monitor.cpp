@@ -42,7 +42,8 @@ Monitor& Monitor::instance() {
 std::string Monitor::start_session(const SessionOptions& o) {
   if (o.max_frames_to_save == 0) return "max_frames_to_save must be at least 1";
   if (o.trace_batch_nums.size() > OVF_MAX_TRACE_BATCHES) {
-    return "trace_batch_nums holds at most " + std::to_string(OVF_MAX_TRACE_BATCHES) + " batch numbers";
+    return "trace_batch_nums holds at most " + std::to_string(OVF_MAX_TRACE_BATCHES) +
+           " batch numbers";
   }
   for (int64_t b : o.trace_batch_nums) {
     if (b < 0) return "trace_batch_nums must hold batch numbers >= 0 (batches are 0-indexed)";
@@ -126,7 +127,8 @@ uint64_t Monitor::current_batch_for(uint32_t flags) const {
 
 // ---------------------------------------------------------------- the commit step
 
-Monitor::Committed Monitor::commit(ovf_record* records, uint32_t count, const CommitRequest& request) {
+Monitor::Committed Monitor::commit(ovf_record* records, uint32_t count,
+                                   const CommitRequest& request) {
   const uint64_t timestamp = now_ns();
   for (uint32_t i = 0; i < count; ++i) {
     records[i].batch = request.batch;
@@ -141,14 +143,15 @@ Monitor::Committed Monitor::commit(ovf_record* records, uint32_t count, const Co
     const uint64_t seq = out.first + (first_bad - records);
     __atomic_store_n(&last_nonfinite_seq_, seq, __ATOMIC_RELEASE);
     uint64_t expected = OVF_NO_SEQ;
-    __atomic_compare_exchange_n(&ovf_state.first_nonfinite_seq, &expected, seq, false, __ATOMIC_RELEASE,
-                                __ATOMIC_RELAXED);
+    __atomic_compare_exchange_n(&ovf_state.first_nonfinite_seq, &expected, seq, false,
+                                __ATOMIC_RELEASE, __ATOMIC_RELAXED);
     ovf_state.detection_state = 2;
   }
   const ovf_control& c = ovf_state.control;
   const uint32_t stop_mask = read_control(c.stop_mask);
   uint32_t events = request.raw_events & stop_mask;
-  const uint64_t first_nonfinite = __atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_ACQUIRE);
+  const uint64_t first_nonfinite =
+      __atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_ACQUIRE);
   const bool holds_first = out.first <= first_nonfinite && first_nonfinite < out.end;
   if ((stop_mask & OVF_STOP_PRODUCER_ONLY) && !request.producer && !holds_first) {
     events &= ~(OVF_STOP_NAN | OVF_STOP_INF | OVF_STOP_BACKWARD);
@@ -176,7 +179,8 @@ Response Monitor::respond(uint32_t events, uint64_t end, uint64_t batch, bool ca
   const uint32_t on_event = read_control(ovf_state.control.on_event);
   // Thresholds and traced frames are debugger stops; without one they only
   // mark the ring. Only NaN/Inf act on their own, as in the reference.
-  if (on_event == OVF_ON_EVENT_CONTINUE || !(events & (OVF_STOP_NAN | OVF_STOP_INF | OVF_STOP_BACKWARD))) {
+  if (on_event == OVF_ON_EVENT_CONTINUE ||
+      !(events & (OVF_STOP_NAN | OVF_STOP_INF | OVF_STOP_BACKWARD))) {
     return out;
   }
   std::lock_guard<std::mutex> lock(response_mutex_);
@@ -239,7 +243,8 @@ Response Monitor::finish_frame(FrameBuilder& frame) {
   bool output_nonfinite = false, carried_in = false;
   for (const ovf_record& r : records) {
     if (r.kind == OVF_KIND_FRAME || !(r.flags & OVF_FLAG_HAS_STATS) || r.numel == 0) continue;
-    if (r.flags & OVF_FLAG_NONFINITE) (r.kind == OVF_KIND_OUTPUT ? output_nonfinite : carried_in) = true;
+    if (r.flags & OVF_FLAG_NONFINITE)
+      (r.kind == OVF_KIND_OUTPUT ? output_nonfinite : carried_in) = true;
     line_events |= nonfinite_bits(r);
     if (is_floating(static_cast<ovf_dtype>(r.dtype))) {
       if (r.abs_max > read_control(c.above)) line_events |= OVF_STOP_ABOVE;
@@ -275,8 +280,9 @@ Response Monitor::finish_frame(FrameBuilder& frame) {
   } else {
     raw |= nonfinite;
   }
-  const Committed done = commit(records.data(), static_cast<uint32_t>(records.size()),
-                                {batch, raw, (header.flags & OVF_FLAG_PRODUCER) != 0, header.name_id});
+  const Committed done =
+      commit(records.data(), static_cast<uint32_t>(records.size()),
+             {batch, raw, (header.flags & OVF_FLAG_PRODUCER) != 0, header.name_id});
   ++ovf_state.frames_written;
   ++frames_this_batch_;
 
@@ -284,14 +290,16 @@ Response Monitor::finish_frame(FrameBuilder& frame) {
   // The reference prints "<ctx> has nans/infs" while it builds the frame.
   if (nonfinite && reference_prints) {
     for (const ovf_record& r : records) {
-      if (r.kind != OVF_KIND_FRAME && (r.flags & OVF_FLAG_NONFINITE)) out.text += nonfinite_text(r, interned(r.label_id));
+      if (r.kind != OVF_KIND_FRAME && (r.flags & OVF_FLAG_NONFINITE))
+        out.text += nonfinite_text(r, interned(r.label_id));
     }
   }
   if (frame.is_root()) end_batch();
   if (trace_mode) {
     // reset_saved_frames() then trace_frames(): only this frame, with the
     // batch markers written since the previous frame.
-    if (reference_prints) out.text += format_frames(last_frames(last_frame_end_, done.end, 1, nullptr)) + "\n";
+    if (reference_prints)
+      out.text += format_frames(last_frames(last_frame_end_, done.end, 1, nullptr)) + "\n";
     std::lock_guard<std::mutex> lock(response_mutex_);
     report_floor_ = done.end;
   }
@@ -306,7 +314,8 @@ Response Monitor::finish_frame(FrameBuilder& frame) {
   }
 
   const int64_t abort_after = read_control(c.abort_after_batch);
-  if (out.action == Action::kNone && abort_after >= 0 && static_cast<int64_t>(ovf_state.batch) > abort_after) {
+  if (out.action == Action::kNone && abort_after >= 0 &&
+      static_cast<int64_t>(ovf_state.batch) > abort_after) {
     if (read_control(c.stop_mask) & OVF_STOP_ABORT_AFTER) {
       ovf_state.last_event_seq = done.first;
       ovf_state.last_event_kind = OVF_STOP_ABORT_AFTER;
@@ -322,7 +331,8 @@ Response Monitor::finish_frame(FrameBuilder& frame) {
 
 uint64_t Monitor::end_batch() {
   const uint64_t batch = ++ovf_state.batch;
-  ovf_state.frames_per_batch_hint = static_cast<uint32_t>(std::min<uint64_t>(frames_this_batch_, UINT32_MAX));
+  ovf_state.frames_per_batch_hint =
+      static_cast<uint32_t>(std::min<uint64_t>(frames_this_batch_, UINT32_MAX));
   frames_this_batch_ = 0;
   append_batch_marker(batch);
   return batch;
@@ -339,17 +349,18 @@ uint32_t Monitor::optimizer_step(FrameBuilder& frame, bool carried) {
     raw |= nonfinite_bits(records[i]);
   }
   // The step belongs to the batch whose gradients it applied.
-  const Committed done = commit(records.data(), static_cast<uint32_t>(records.size()),
-                                {current_batch_for(OVF_FLAG_BACKWARD), raw, !carried, records.front().name_id});
+  const Committed done =
+      commit(records.data(), static_cast<uint32_t>(records.size()),
+             {current_batch_for(OVF_FLAG_BACKWARD), raw, !carried, records.front().name_id});
   return done.events;
 }
 
 uint32_t Monitor::op_output(ovf_record& r) {
   const uint32_t raw = !(r.flags & OVF_FLAG_NONFINITE) || (r.flags & OVF_FLAG_CONSTANT) ? 0u
-                       : (r.flags & OVF_FLAG_BACKWARD)                                  ? uint32_t{OVF_STOP_BACKWARD}
-                                                                                        : nonfinite_bits(r);
-  const Committed done = commit(&r, 1, {current_batch_for(r.flags), raw, (r.flags & OVF_FLAG_PRODUCER) != 0,
-                                        r.context_id});
+                       : (r.flags & OVF_FLAG_BACKWARD) ? uint32_t{OVF_STOP_BACKWARD}
+                                                       : nonfinite_bits(r);
+  const Committed done = commit(
+      &r, 1, {current_batch_for(r.flags), raw, (r.flags & OVF_FLAG_PRODUCER) != 0, r.context_id});
   return done.events;
 }
 

@@ -77,10 +77,10 @@ class Monitor {
  private:
   // The one commit step (see the file comment).
   struct CommitRequest {
-    uint64_t batch;          // stamped on every record
-    uint32_t raw_events;     // stop bits the source raises, before the control block's filters
-    bool producer;           // passes OVF_STOP_PRODUCER_ONLY (made here, not carried in)
-    uint32_t module_id;      // what the module glob is matched against
+    uint64_t batch;       // stamped on every record
+    uint32_t raw_events;  // stop bits the source raises, before the control block's filters
+    bool producer;        // passes OVF_STOP_PRODUCER_ONLY (made here, not carried in)
+    uint32_t module_id;   // what the module glob is matched against
   };
   struct Committed {
     uint64_t first;   // seq of records[0], the record the stop hook names

@@ -15,8 +15,8 @@ ovf_record blank_record(ovf_record_kind kind) {
   return r;
 }
 
-ovf_record make_line(ovf_record_kind kind, uint32_t label_id, const Stats& s, ovf_dtype dtype, DeviceId device,
-                     uint32_t flags) {
+ovf_record make_line(ovf_record_kind kind, uint32_t label_id, const Stats& s, ovf_dtype dtype,
+                     DeviceId device, uint32_t flags) {
   ovf_record r = blank_record(kind);
   r.label_id = label_id;
   r.dtype = dtype;

@@ -31,8 +31,8 @@ ovf_record make_value_line(ovf_record_kind kind, uint32_t label_id, uint32_t fla
 // Whether a line counts as non-finite for the first-value bookkeeping: a
 // NaN/Inf that did not come from a constant argument (masked_fill(-inf)).
 inline bool counts_as_nonfinite(const ovf_record& r) {
-  return (r.flags & OVF_FLAG_NONFINITE) && !(r.flags & OVF_FLAG_CONSTANT) && r.kind != OVF_KIND_FRAME &&
-         r.kind != OVF_KIND_STEP;
+  return (r.flags & OVF_FLAG_NONFINITE) && !(r.flags & OVF_FLAG_CONSTANT) &&
+         r.kind != OVF_KIND_FRAME && r.kind != OVF_KIND_STEP;
 }
 
 // The NaN / Inf stop bits a line's counts raise.

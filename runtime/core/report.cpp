@@ -22,7 +22,9 @@ std::string right_17(std::string_view word) {  // f"{word:>17}"
 
 std::string label_of(const ovf_record& r) { return escape_text(interned(r.label_id)); }
 
-std::string module_text(uint32_t id) { return id == OVF_NO_ID ? "(no module)" : escape_text(interned(id)); }
+std::string module_text(uint32_t id) {
+  return id == OVF_NO_ID ? "(no module)" : escape_text(interned(id));
+}
 
 }  // namespace
 
@@ -97,20 +99,19 @@ std::string format_record(const ovf_record& r) {
     case OVF_KIND_FRAME:
     case OVF_KIND_STEP:
       // f"{self.prefix} {self.module_names[module]} {module.__class__.__name__}"
-      return std::string(kPrefix) + " " + escape_text(interned(r.name_id)) + " " + escape_text(interned(r.label_id));
+      return std::string(kPrefix) + " " + escape_text(interned(r.name_id)) + " " +
+             escape_text(interned(r.label_id));
     case OVF_KIND_BATCH_START:
       // batch_start_frame(): two lines appended to the frame being built.
-      return "\n\n" + std::string(kPrefix) + " *** Starting batch number=" + std::to_string(r.batch) + " ***\n" +
-             kColumnHeader;
-    case OVF_KIND_NONE:
-      return right_17("None") + " " + label_of(r);
-    case OVF_KIND_NOT_TENSOR:
-      return right_17("not a tensor") + " " + label_of(r);
-    case OVF_KIND_CHECKPOINT:
-      break;
+      return "\n\n" + std::string(kPrefix) +
+             " *** Starting batch number=" + std::to_string(r.batch) + " ***\n" + kColumnHeader;
+    case OVF_KIND_NONE: return right_17("None") + " " + label_of(r);
+    case OVF_KIND_NOT_TENSOR: return right_17("not a tensor") + " " + label_of(r);
+    case OVF_KIND_CHECKPOINT: break;
     default: {
       if (!(r.flags & OVF_FLAG_HAS_STATS)) {
-        return right_17((r.flags & OVF_FLAG_NO_DATA) ? "no data" : "unknown dtype") + " " + label_of(r);
+        return right_17((r.flags & OVF_FLAG_NO_DATA) ? "no data" : "unknown dtype") + " " +
+               label_of(r);
       }
       // The reference fails on an empty tensor (min of nothing); ovf says so.
       if (r.numel == 0) return right_17("empty") + " " + label_of(r);
@@ -133,8 +134,8 @@ std::string format_frames(const std::vector<const ovf_record*>& records) {
   return out;
 }
 
-std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq, uint32_t max_frames,
-                                           uint32_t* frames_found) {
+std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq,
+                                           uint32_t max_frames, uint32_t* frames_found) {
   std::vector<const ovf_record*> newest_first;
   uint32_t frames = 0;
   for (uint64_t seq = end_seq; seq > floor_seq && max_frames > 0;) {
@@ -143,8 +144,8 @@ std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq,
     if (r == nullptr) break;  // overwritten: the ring holds nothing older
     // detect_overflow checkpoints, op records and optimizer steps are not the
     // reference's frames.
-    if (r->kind == OVF_KIND_CHECKPOINT || r->kind == OVF_KIND_OP_OUTPUT || r->kind == OVF_KIND_STEP ||
-        r->kind == OVF_KIND_STEP_PARAM || r->kind == OVF_KIND_GRAD) {
+    if (r->kind == OVF_KIND_CHECKPOINT || r->kind == OVF_KIND_OP_OUTPUT ||
+        r->kind == OVF_KIND_STEP || r->kind == OVF_KIND_STEP_PARAM || r->kind == OVF_KIND_GRAD) {
       continue;
     }
     if (frames == max_frames) {
@@ -168,27 +169,34 @@ std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq,
 }
 
 std::string describe_first_nonfinite() {
-  const ovf_record* first = find_record(__atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_ACQUIRE));
+  const ovf_record* first =
+      find_record(__atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_ACQUIRE));
   if (first == nullptr) return "";
   const std::string batch = std::to_string(first->batch);
-  auto text = [](uint32_t id) { return id == OVF_NO_ID ? std::string("no module") : escape_text(interned(id)); };
+  auto text = [](uint32_t id) {
+    return id == OVF_NO_ID ? std::string("no module") : escape_text(interned(id));
+  };
   if (first->kind == OVF_KIND_GRAD) {
     return "ovf: the first non-finite value was the gradient of " + text(first->name_id) + "'s " +
-           escape_text(interned(first->label_id)).substr(5) + " in the backward pass (batch " + batch + ")\n";
+           escape_text(interned(first->label_id)).substr(5) + " in the backward pass (batch " +
+           batch + ")\n";
   }
   if (first->kind == OVF_KIND_OP_OUTPUT) {
     if (first->flags & OVF_FLAG_BACKWARD) {
-      return "ovf: the first non-finite value was produced in the backward pass by " + text(first->name_id) +
-             ", the gradient of " + (first->aux_id == OVF_NO_ID ? "an unknown op" : text(first->aux_id)) + " in " +
+      return "ovf: the first non-finite value was produced in the backward pass by " +
+             text(first->name_id) + ", the gradient of " +
+             (first->aux_id == OVF_NO_ID ? "an unknown op" : text(first->aux_id)) + " in " +
              text(first->context_id) + " (batch " + batch + ")\n";
     }
     return "ovf: the first non-finite value was produced by " + text(first->name_id) + " in " +
            text(first->context_id) + " (batch " + batch + ")\n";
   }
-  const ovf_record* frame = first->kind == OVF_KIND_STEP_PARAM ? find_record(first->frame_seq) : nullptr;
+  const ovf_record* frame =
+      first->kind == OVF_KIND_STEP_PARAM ? find_record(first->frame_seq) : nullptr;
   if (frame != nullptr && frame->kind == OVF_KIND_STEP) {
-    return "ovf: the first non-finite value was written by optimizer.step (" + text(frame->label_id) + ") into " +
-           text(first->label_id) + " (after batch " + batch + ")\n";
+    return "ovf: the first non-finite value was written by optimizer.step (" +
+           text(frame->label_id) + ") into " + text(first->label_id) + " (after batch " + batch +
+           ")\n";
   }
   return "";
 }
@@ -227,10 +235,13 @@ std::string format_op(const ovf_record& r) {
   const std::string where = module_text(r.context_id);
   std::string what;
   if (r.flags & OVF_FLAG_BACKWARD) {
-    what = "grad = " + escape_text(interned(r.name_id)) + " for " +
-           (r.aux_id == OVF_NO_ID ? std::string("an unknown op") : escape_text(interned(r.aux_id))) + " in " + where;
+    what =
+        "grad = " + escape_text(interned(r.name_id)) + " for " +
+        (r.aux_id == OVF_NO_ID ? std::string("an unknown op") : escape_text(interned(r.aux_id))) +
+        " in " + where;
   } else {
-    what = escape_text(interned(r.label_id)) + " = " + escape_text(interned(r.name_id)) + " in " + where;
+    what = escape_text(interned(r.label_id)) + " = " + escape_text(interned(r.name_id)) + " in " +
+           where;
   }
   if (r.flags & OVF_FLAG_PRODUCER) {
     what += " (produced here)";
@@ -242,7 +253,8 @@ std::string format_op(const ovf_record& r) {
   return values + " " + what;
 }
 
-std::string format_event_report(uint64_t batch_number, uint64_t floor, uint64_t end, uint32_t max_frames) {
+std::string format_event_report(uint64_t batch_number, uint64_t floor, uint64_t end,
+                                uint32_t max_frames) {
   std::string text = format_detection_report(batch_number, floor, end, max_frames);
   const auto ops = last_ops(floor, end, max_frames);
   if (!ops.empty()) {

@@ -38,9 +38,10 @@ std::string format_frames(const std::vector<const ovf_record*>& records);
 
 // The last `max_frames` frames with seq in [floor_seq, end_seq), walked back
 // through the ring, oldest first, in ring order; CHECKPOINT, OP_OUTPUT and
-// optimizer STEP records are not part of the reference's frames and are skipped. `frames_found` receives the count.
-std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq, uint32_t max_frames,
-                                           uint32_t* frames_found);
+// optimizer STEP records are not part of the reference's frames and are skipped. `frames_found`
+// receives the count.
+std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq,
+                                           uint32_t max_frames, uint32_t* frames_found);
 
 // Where the first non-finite value came from, when the reference's frames
 // cannot say: an op (op observer) or an optimizer step. One line ending in
@@ -57,7 +58,8 @@ std::vector<const ovf_record*> last_ops(uint64_t floor_seq, uint64_t end_seq, ui
 // What a process prints at an event it acts on: the reference's detection
 // report, the last op records before the event (when ops were observed), and
 // where the first non-finite value came from.
-std::string format_event_report(uint64_t batch_number, uint64_t floor_seq, uint64_t end_seq, uint32_t max_frames);
+std::string format_event_report(uint64_t batch_number, uint64_t floor_seq, uint64_t end_seq,
+                                uint32_t max_frames);
 
 // "\nDetected inf/nan during batch_number=N\nLast K forward frames:\n..." exactly
 // as DebugUnderflowOverflow.dump_saved_frames prints it.

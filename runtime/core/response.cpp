@@ -29,13 +29,12 @@ std::string attach_instructions(int pid) {
   if (ovf_state.rank >= 0) {
     char host[256] = "";
     gethostname(host, sizeof host - 1);
-    who = "rank " + std::to_string(ovf_state.rank) + " of " + std::to_string(ovf_state.world_size) + " (process " +
-          p + " on " + host + ")";
+    who = "rank " + std::to_string(ovf_state.rank) + " of " + std::to_string(ovf_state.world_size) +
+          " (process " + p + " on " + host + ")";
     where = std::string(" on ") + host;
   }
   return "ovf: " + who + " is waiting for a debugger. Attach" + where + " with one of:\n" +
-         "    gdb -p " + p + " -ex 'ovf frames'\n" +
-         "    lldb -p " + p + " -o 'ovf frames'\n" +
+         "    gdb -p " + p + " -ex 'ovf frames'\n" + "    lldb -p " + p + " -o 'ovf frames'\n" +
          "ovf: then 'ovf release' and 'continue' let training go on.\n";
 }
 

@@ -20,7 +20,8 @@ namespace {
 
 std::mutex g_names_mutex;
 std::unordered_map<std::string, uint32_t>& name_ids() {
-  static auto* ids = new std::unordered_map<std::string, uint32_t>();  // never destroyed: hooks may run at exit
+  static auto* ids =
+      new std::unordered_map<std::string, uint32_t>();  // never destroyed: hooks may run at exit
   return *ids;
 }
 
@@ -71,7 +72,8 @@ uint64_t now_ns() {
 
 std::string ring_configure(const RingConfig& config) {
   std::lock_guard<std::mutex> lock(g_names_mutex);
-  const uint32_t capacity = round_up_pow2(config.record_capacity < 64 ? 64 : config.record_capacity);
+  const uint32_t capacity =
+      round_up_pow2(config.record_capacity < 64 ? 64 : config.record_capacity);
   if (ovf_state.magic == OVF_MAGIC) {
     if (capacity == ovf_state.record_capacity) return "";
     if (load_write_seq() != 0) {
@@ -82,7 +84,8 @@ std::string ring_configure(const RingConfig& config) {
     ovf_state.records_addr = 0;
   }
   void* records = aligned_alloc(64, static_cast<size_t>(capacity) * OVF_RECORD_SIZE);
-  if (records == nullptr) return "cannot allocate the ring (" + std::to_string(capacity) + " records)";
+  if (records == nullptr)
+    return "cannot allocate the ring (" + std::to_string(capacity) + " records)";
   memset(records, 0, static_cast<size_t>(capacity) * OVF_RECORD_SIZE);
   ovf_state.records_addr = reinterpret_cast<uint64_t>(records);
   ovf_state.record_capacity = capacity;
@@ -157,8 +160,8 @@ uint64_t append_records(ovf_record* records, uint32_t count) {
     ovf_record& r = records[i];
     r.seq = first + i;
     if (r.frame_seq == OVF_NO_SEQ) r.frame_seq = first;
-    memcpy(reinterpret_cast<char*>(&slot) + sizeof slot.seq, reinterpret_cast<const char*>(&r) + sizeof r.seq,
-           sizeof r - sizeof r.seq);
+    memcpy(reinterpret_cast<char*>(&slot) + sizeof slot.seq,
+           reinterpret_cast<const char*>(&r) + sizeof r.seq, sizeof r - sizeof r.seq);
     __atomic_store_n(&slot.seq, r.seq, __ATOMIC_RELEASE);
   }
   return first;
@@ -176,7 +179,7 @@ const ovf_record* find_record(uint64_t seq) {
 
 // The stop hook: a debugger's breakpoint sits here. noinline plus the empty asm
 // keep the call and the function body from being optimised away.
-extern "C" __attribute__((visibility("default"), noinline)) void ovf_stop_event(const ovf_record* record,
-                                                                                 uint32_t event) {
+extern "C" __attribute__((visibility("default"), noinline)) void ovf_stop_event(
+    const ovf_record* record, uint32_t event) {
   __asm__ volatile("" : : "r"(record), "r"(event) : "memory");
 }

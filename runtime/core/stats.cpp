@@ -47,16 +47,26 @@ double float8_e4m3_to_double(uint8_t b) {
 }
 
 // fp8 e5m2: IEEE-like, the top byte of a float16.
-double float8_e5m2_to_double(uint8_t b) { return half_bits_to_double(static_cast<uint16_t>(b) << 8); }
+double float8_e5m2_to_double(uint8_t b) {
+  return half_bits_to_double(static_cast<uint16_t>(b) << 8);
+}
 
 int dtype_size(ovf_dtype dtype) {
   switch (dtype) {
-    case OVF_DTYPE_FLOAT64: case OVF_DTYPE_INT64: case OVF_DTYPE_COMPLEX64: return 8;
+    case OVF_DTYPE_FLOAT64:
+    case OVF_DTYPE_INT64:
+    case OVF_DTYPE_COMPLEX64: return 8;
     case OVF_DTYPE_COMPLEX128: return 16;
-    case OVF_DTYPE_FLOAT32: case OVF_DTYPE_INT32: return 4;
-    case OVF_DTYPE_FLOAT16: case OVF_DTYPE_BFLOAT16: case OVF_DTYPE_INT16: return 2;
-    case OVF_DTYPE_INT8: case OVF_DTYPE_UINT8: case OVF_DTYPE_BOOL:
-    case OVF_DTYPE_FLOAT8_E4M3: case OVF_DTYPE_FLOAT8_E5M2: return 1;
+    case OVF_DTYPE_FLOAT32:
+    case OVF_DTYPE_INT32: return 4;
+    case OVF_DTYPE_FLOAT16:
+    case OVF_DTYPE_BFLOAT16:
+    case OVF_DTYPE_INT16: return 2;
+    case OVF_DTYPE_INT8:
+    case OVF_DTYPE_UINT8:
+    case OVF_DTYPE_BOOL:
+    case OVF_DTYPE_FLOAT8_E4M3:
+    case OVF_DTYPE_FLOAT8_E5M2: return 1;
     default: return 0;
   }
 }
@@ -85,15 +95,35 @@ double element_to_double(const void* element, ovf_dtype dtype) {
   const char* p = static_cast<const char*>(element);
   uint16_t b16;
   switch (dtype) {
-    case OVF_DTYPE_FLOAT64: { double d; std::memcpy(&d, p, 8); return d; }
-    case OVF_DTYPE_FLOAT32: { float f; std::memcpy(&f, p, 4); return f; }
+    case OVF_DTYPE_FLOAT64: {
+      double d;
+      std::memcpy(&d, p, 8);
+      return d;
+    }
+    case OVF_DTYPE_FLOAT32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
     case OVF_DTYPE_FLOAT16: std::memcpy(&b16, p, 2); return half_bits_to_double(b16);
     case OVF_DTYPE_BFLOAT16: std::memcpy(&b16, p, 2); return bfloat16_bits_to_double(b16);
     case OVF_DTYPE_FLOAT8_E4M3: return float8_e4m3_to_double(static_cast<uint8_t>(*p));
     case OVF_DTYPE_FLOAT8_E5M2: return float8_e5m2_to_double(static_cast<uint8_t>(*p));
-    case OVF_DTYPE_INT64: { int64_t x; std::memcpy(&x, p, 8); return static_cast<double>(x); }
-    case OVF_DTYPE_INT32: { int32_t x; std::memcpy(&x, p, 4); return x; }
-    case OVF_DTYPE_INT16: { int16_t x; std::memcpy(&x, p, 2); return x; }
+    case OVF_DTYPE_INT64: {
+      int64_t x;
+      std::memcpy(&x, p, 8);
+      return static_cast<double>(x);
+    }
+    case OVF_DTYPE_INT32: {
+      int32_t x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case OVF_DTYPE_INT16: {
+      int16_t x;
+      std::memcpy(&x, p, 2);
+      return x;
+    }
     case OVF_DTYPE_INT8: return static_cast<int8_t>(*p);
     case OVF_DTYPE_UINT8: return static_cast<uint8_t>(*p);
     case OVF_DTYPE_BOOL: return *p ? 1.0 : 0.0;
@@ -103,11 +133,15 @@ double element_to_double(const void* element, ovf_dtype dtype) {
 
 bool is_floating(ovf_dtype dtype) {
   switch (dtype) {
-    case OVF_DTYPE_FLOAT64: case OVF_DTYPE_FLOAT32: case OVF_DTYPE_FLOAT16: case OVF_DTYPE_BFLOAT16:
-    case OVF_DTYPE_COMPLEX64: case OVF_DTYPE_COMPLEX128: case OVF_DTYPE_FLOAT8_E4M3: case OVF_DTYPE_FLOAT8_E5M2:
-      return true;
-    default:
-      return false;
+    case OVF_DTYPE_FLOAT64:
+    case OVF_DTYPE_FLOAT32:
+    case OVF_DTYPE_FLOAT16:
+    case OVF_DTYPE_BFLOAT16:
+    case OVF_DTYPE_COMPLEX64:
+    case OVF_DTYPE_COMPLEX128:
+    case OVF_DTYPE_FLOAT8_E4M3:
+    case OVF_DTYPE_FLOAT8_E5M2: return true;
+    default: return false;
   }
 }
 
@@ -126,8 +160,10 @@ double dtype_max(ovf_dtype dtype) {
 double dtype_min_normal(ovf_dtype dtype) {
   switch (dtype) {
     case OVF_DTYPE_FLOAT64: return std::numeric_limits<double>::min();
-    case OVF_DTYPE_FLOAT32: case OVF_DTYPE_BFLOAT16: return std::numeric_limits<float>::min();
-    case OVF_DTYPE_FLOAT16: case OVF_DTYPE_FLOAT8_E5M2: return std::ldexp(1.0, -14);
+    case OVF_DTYPE_FLOAT32:
+    case OVF_DTYPE_BFLOAT16: return std::numeric_limits<float>::min();
+    case OVF_DTYPE_FLOAT16:
+    case OVF_DTYPE_FLOAT8_E5M2: return std::ldexp(1.0, -14);
     case OVF_DTYPE_FLOAT8_E4M3: return std::ldexp(1.0, -6);
     default: return 0;
   }

@@ -6,8 +6,8 @@
 #include <complex>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <limits>
+#include <string>
 
 #include "stats_cpu.h"
 #include "stats_scan.h"
@@ -37,7 +37,6 @@ const detail::ScanTable& scan_table() {
   return table;
 }
 
-
 // Abs-bit pattern of a finite float type back to its value.
 double abs_bits_to_double(uint64_t bits, ovf_dtype dtype) {
   switch (dtype) {
@@ -52,12 +51,9 @@ double abs_bits_to_double(uint64_t bits, ovf_dtype dtype) {
       std::memcpy(&f, &b, sizeof f);
       return f;
     }
-    case OVF_DTYPE_FLOAT16:
-      return half_bits_to_double(static_cast<uint16_t>(bits));
-    case OVF_DTYPE_BFLOAT16:
-      return bfloat16_bits_to_double(static_cast<uint16_t>(bits));
-    default:
-      return 0;
+    case OVF_DTYPE_FLOAT16: return half_bits_to_double(static_cast<uint16_t>(bits));
+    case OVF_DTYPE_BFLOAT16: return bfloat16_bits_to_double(static_cast<uint16_t>(bits));
+    default: return 0;
   }
 }
 
@@ -143,7 +139,8 @@ Stats finish_float(const detail::BitAcc& acc, uint64_t numel, ovf_dtype dtype, u
   s.subnormal_count = acc.subnormal;
   s.abs_min = acc.min_abs == inf_bits ? kInf : abs_bits_to_double(acc.min_abs, dtype);
   s.abs_max = abs_bits_to_double(acc.max_abs, dtype);
-  s.abs_min_nonzero = acc.min_nonzero == inf_bits ? kInf : abs_bits_to_double(acc.min_nonzero, dtype);
+  s.abs_min_nonzero =
+      acc.min_nonzero == inf_bits ? kInf : abs_bits_to_double(acc.min_nonzero, dtype);
   return s;
 }
 
@@ -180,7 +177,8 @@ Stats stats_float_bits(const TensorView& v, const ScanFloatType& t, int elem_siz
 // Integer, bool, complex and fp8 elements: decoded one at a time through
 // magnitude(); these dtypes are rare in activations, clarity wins here.
 template <typename MagnitudeFn>
-Stats stats_by_magnitude(const TensorView& v, int elem_size, double min_normal, MagnitudeFn&& magnitude) {
+Stats stats_by_magnitude(const TensorView& v, int elem_size, double min_normal,
+                         MagnitudeFn&& magnitude) {
   Stats s;
   s.has_stats = true;
   double mn = kInf, mx = 0, mnz = kInf;
@@ -238,7 +236,6 @@ double complex_magnitude(const char* p, bool* negative) {
 
 }  // namespace
 
-
 Stats compute_stats_cpu(const TensorView& v) {
   const int elem_size = dtype_size(v.dtype);
   if (elem_size == 0 || (v.data == nullptr && count_elements(v) != 0)) return Stats{};
@@ -254,22 +251,22 @@ Stats compute_stats_cpu(const TensorView& v) {
     case OVF_DTYPE_COMPLEX64:
       return stats_by_magnitude(v, 8, std::numeric_limits<float>::min(), complex_magnitude<float>);
     case OVF_DTYPE_COMPLEX128:
-      return stats_by_magnitude(v, 16, std::numeric_limits<double>::min(), complex_magnitude<double>);
+      return stats_by_magnitude(v, 16, std::numeric_limits<double>::min(),
+                                complex_magnitude<double>);
     case OVF_DTYPE_FLOAT8_E4M3:
     case OVF_DTYPE_FLOAT8_E5M2: {
       const ovf_dtype dtype = v.dtype;
-      const double min_normal = dtype == OVF_DTYPE_FLOAT8_E4M3 ? std::ldexp(1.0, -6) : std::ldexp(1.0, -14);
+      const double min_normal =
+          dtype == OVF_DTYPE_FLOAT8_E4M3 ? std::ldexp(1.0, -6) : std::ldexp(1.0, -14);
       return stats_by_magnitude(v, 1, min_normal, [dtype](const char* p, bool* negative) {
         const double x = element_to_double(p, dtype);
         *negative = std::signbit(x);
         return std::fabs(x);
       });
     }
-    default:
-      return Stats{};
+    default: return Stats{};
   }
 }
-
 
 namespace {
 
@@ -319,8 +316,12 @@ uint64_t count_below(const TensorView& v, double threshold) {
   for_each_run(v, size, [&](const char* p, int64_t n, int64_t step) {
     switch (size) {
       case 8: count += count_bits_below<uint64_t>(p, n, step, ~(1ull << 63), limit); break;
-      case 4: count += count_bits_below<uint32_t>(p, n, step, 0x7fffffffu, static_cast<uint32_t>(limit)); break;
-      default: count += count_bits_below<uint16_t>(p, n, step, 0x7fff, static_cast<uint16_t>(limit)); break;
+      case 4:
+        count += count_bits_below<uint32_t>(p, n, step, 0x7fffffffu, static_cast<uint32_t>(limit));
+        break;
+      default:
+        count += count_bits_below<uint16_t>(p, n, step, 0x7fff, static_cast<uint16_t>(limit));
+        break;
     }
   });
   return count;

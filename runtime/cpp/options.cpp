@@ -24,11 +24,12 @@ uint32_t on_event_of(OnNan on_nan) {
 }
 
 OnNan on_nan_of(const std::string& text, const char* where) {
-  static const OnNan kByCode[] = {OnNan::kRaise, OnNan::kWarn, OnNan::kAbort, OnNan::kWait, OnNan::kContinue};
+  static const OnNan kByCode[] = {OnNan::kRaise, OnNan::kWarn, OnNan::kAbort, OnNan::kWait,
+                                  OnNan::kContinue};
   const int code = on_event_code(text);
   if (code < 0) {
-    throw OptionError(std::string("ovf: ") + where + " must be one of raise, warn, abort, wait, continue; got '" +
-                      text + "'");
+    throw OptionError(std::string("ovf: ") + where +
+                      " must be one of raise, warn, abort, wait, continue; got '" + text + "'");
   }
   return kByCode[code];
 }
@@ -38,7 +39,8 @@ int64_t parse_int(const char* name, const std::string& text) {
   char* end = nullptr;
   const long long value = std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || end == nullptr || *end != '\0' || errno != 0) {
-    throw OptionError(std::string("ovf: environment variable ") + name + " must be an integer; got '" + text + "'");
+    throw OptionError(std::string("ovf: environment variable ") + name +
+                      " must be an integer; got '" + text + "'");
   }
   return value;
 }
@@ -74,7 +76,8 @@ EffectiveOptions effective_options(const Options& given) {
     if (const char* v = env("OVF_MAX_FRAMES")) {
       const int64_t n = parse_int("OVF_MAX_FRAMES", v);
       if (n < 1 || n > UINT32_MAX) {
-        throw OptionError("ovf: OVF_MAX_FRAMES must be an integer >= 1; got '" + std::string(v) + "'");
+        throw OptionError("ovf: OVF_MAX_FRAMES must be an integer >= 1; got '" + std::string(v) +
+                          "'");
       }
       o.max_frames_to_save = static_cast<uint32_t>(n);
     }
@@ -82,7 +85,8 @@ EffectiveOptions effective_options(const Options& given) {
       e.stop_mask = bits_of(v, "OVF_STOP", kStopBitNames);
       env_stop = true;
     }
-    if (const char* v = env("OVF_OBSERVE")) env_observe = bits_of(v, "OVF_OBSERVE", kObserveBitNames);
+    if (const char* v = env("OVF_OBSERVE"))
+      env_observe = bits_of(v, "OVF_OBSERVE", kObserveBitNames);
     if (const char* v = env("OVF_MODULE")) o.module = v;
     if (const char* v = env("OVF_AFTER_BATCH")) {
       o.after_batch = parse_int("OVF_AFTER_BATCH", v);
@@ -93,11 +97,13 @@ EffectiveOptions effective_options(const Options& given) {
   e.on_event = on_event_of(o.on_nan);
   // Ops are the only thing a C++ program is observed by: the environment adds
   // to them, never turns them off.
-  e.observe = (o.ops ? OVF_OBSERVE_OPS : 0u) | (o.backward ? OVF_OBSERVE_BACKWARD : 0u) | env_observe;
+  e.observe =
+      (o.ops ? OVF_OBSERVE_OPS : 0u) | (o.backward ? OVF_OBSERVE_BACKWARD : 0u) | env_observe;
   o.ops = e.observe & OVF_OBSERVE_OPS;
   o.backward = e.observe & OVF_OBSERVE_BACKWARD;
   if (!env_stop) {
-    e.stop_mask = OVF_STOP_NAN | OVF_STOP_INF | (o.carriers ? 0u : uint32_t{OVF_STOP_PRODUCER_ONLY}) |
+    e.stop_mask = OVF_STOP_NAN | OVF_STOP_INF |
+                  (o.carriers ? 0u : uint32_t{OVF_STOP_PRODUCER_ONLY}) |
                   (o.backward ? uint32_t{OVF_STOP_BACKWARD} : 0u);
   } else if (!(env_observe & OVF_OBSERVE_OPS) && (e.stop_mask & (OVF_STOP_NAN | OVF_STOP_INF))) {
     // A debugger armed module-level stops (no --ops); a C++ program has only

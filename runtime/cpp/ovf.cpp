@@ -101,9 +101,10 @@ Watch::Watch(torch::nn::Module& model, Options options) : state_(new State) {
     set_op_event_handler(&on_op_event);
     sync_op_observer();
     if (o.on_nan == OnNan::kAbort && !enable_core_dumps()) {
-      std::fprintf(stderr,
-                   "ovf: core dumps are disabled by the hard limit (ulimit -H -c); on_nan abort will "
-                   "abort without a core file\n");
+      std::fprintf(
+          stderr,
+          "ovf: core dumps are disabled by the hard limit (ulimit -H -c); on_nan abort will "
+          "abort without a core file\n");
     }
   } catch (...) {
     set_op_context_from_parameters(false);
@@ -131,7 +132,9 @@ void Watch::next_batch() {
   Monitor::instance().end_batch();
 }
 
-void Watch::after_step(const torch::optim::Optimizer& optimizer) { detail::check_optimizer(optimizer); }
+void Watch::after_step(const torch::optim::Optimizer& optimizer) {
+  detail::check_optimizer(optimizer);
+}
 
 uint64_t Watch::batch() const { return ovf_state.batch; }
 
@@ -143,7 +146,8 @@ bool detect_overflow(const at::Tensor& var, const std::string& ctx) {
   detail::apply_environment_without_watch();
   std::string text;
   const ovf_record line = tensor_line(OVF_KIND_CHECKPOINT, 0, var);
-  const bool found = !(line.flags & OVF_FLAG_NO_DATA) && Monitor::instance().checkpoint(line, ctx, &text);
+  const bool found =
+      !(line.flags & OVF_FLAG_NO_DATA) && Monitor::instance().checkpoint(line, ctx, &text);
   write_stdout(text);
   throw_if_pending();
   return found;
@@ -171,8 +175,9 @@ ModuleScope::~ModuleScope() {
 }
 
 std::string report() {
-  const uint64_t end = ovf_state.last_event_seq == OVF_NO_SEQ ? __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE)
-                                                              : ovf_state.last_event_seq + 1;
+  const uint64_t end = ovf_state.last_event_seq == OVF_NO_SEQ
+                           ? __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE)
+                           : ovf_state.last_event_seq + 1;
   return format_event_report(ovf_state.batch, 0, end, ovf_state.max_frames_to_save);
 }
 

@@ -20,7 +20,8 @@ namespace {
 
 std::vector<std::pair<std::string, at::Tensor>> own_parameters(const torch::nn::Module& module) {
   std::vector<std::pair<std::string, at::Tensor>> out;
-  for (const auto& item : module.named_parameters(/*recurse=*/false)) out.emplace_back(item.key(), item.value());
+  for (const auto& item : module.named_parameters(/*recurse=*/false))
+    out.emplace_back(item.key(), item.value());
   return out;
 }
 
@@ -28,8 +29,8 @@ std::vector<std::pair<std::string, at::Tensor>> own_parameters(const torch::nn::
 std::string class_name(const torch::optim::Optimizer& optimizer) {
   const char* mangled = typeid(optimizer).name();
   int status = 0;
-  std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
-                                                    std::free);
+  std::unique_ptr<char, void (*)(void*)> demangled(
+      abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
   return status == 0 && demangled ? demangled.get() : mangled;
 }
 

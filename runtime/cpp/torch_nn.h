@@ -24,7 +24,8 @@ namespace detail {
 struct NamedModule {
   std::string path;  // "" for the model itself, "encoder.fc" below it
   const torch::nn::Module* module;
-  std::vector<std::pair<std::string, at::Tensor>> parameters;  // its own: named_parameters(recurse=false)
+  std::vector<std::pair<std::string, at::Tensor>>
+      parameters;  // its own: named_parameters(recurse=false)
 };
 
 // Every module of the tree, in named_modules() order (a module reached twice

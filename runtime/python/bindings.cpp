@@ -46,14 +46,22 @@ void set_control(py::kwargs fields) {
   for (auto item : fields) {
     const std::string key = py::str(item.first);
     py::handle v = item.second;
-    if (key == "enabled") c.enabled = v.cast<bool>();
-    else if (key == "stop_mask") c.stop_mask = v.cast<uint32_t>();
-    else if (key == "on_event") c.on_event = v.cast<uint32_t>();
-    else if (key == "above") c.above = v.cast<double>();
-    else if (key == "below") c.below = v.cast<double>();
-    else if (key == "after_batch") c.after_batch = v.cast<int64_t>();
-    else if (key == "observe") c.observe = v.cast<uint32_t>();
-    else if (key == "headroom_dtype") c.headroom_dtype = v.cast<uint32_t>();
+    if (key == "enabled")
+      c.enabled = v.cast<bool>();
+    else if (key == "stop_mask")
+      c.stop_mask = v.cast<uint32_t>();
+    else if (key == "on_event")
+      c.on_event = v.cast<uint32_t>();
+    else if (key == "above")
+      c.above = v.cast<double>();
+    else if (key == "below")
+      c.below = v.cast<double>();
+    else if (key == "after_batch")
+      c.after_batch = v.cast<int64_t>();
+    else if (key == "observe")
+      c.observe = v.cast<uint32_t>();
+    else if (key == "headroom_dtype")
+      c.headroom_dtype = v.cast<uint32_t>();
     else if (key == "module_glob") {
       const std::string error = ovf::write_module_glob(v.cast<std::string>());
       if (!error.empty()) throw py::value_error(error);
@@ -94,7 +102,8 @@ PYBIND11_MODULE(_ovf, m) {
   m.attr("__version__") = OVF_VERSION_STRING;
   m.attr("LAYOUT_VERSION") = OVF_LAYOUT_VERSION;
 
-  m.def("forward_hook", &ovf::forward_hook, "Forward hook (module, args, output) for a watched module.");
+  m.def("forward_hook", &ovf::forward_hook,
+        "Forward hook (module, args, output) for a watched module.");
   m.def("forward_hook_with_kwargs", &ovf::forward_hook_with_kwargs,
         "Forward hook (module, args, kwargs, output), torch >= 2.0 with_kwargs=True.");
   m.def("forward_pre_hook", &ovf::forward_pre_hook,
@@ -105,16 +114,16 @@ PYBIND11_MODULE(_ovf, m) {
   m.def("is_watched", &ovf::is_watched);
   m.def("clear_modules", &ovf::clear_modules);
   m.def("set_callbacks", &ovf::set_python_callbacks);
-  m.def("start_session",
-        [](uint32_t max_frames, std::vector<int64_t> trace, int64_t abort_after, uint32_t on_event) {
-          ovf::SessionOptions o;
-          o.max_frames_to_save = max_frames;
-          o.trace_batch_nums = std::move(trace);
-          o.abort_after_batch_num = abort_after;
-          o.on_event = static_cast<ovf_on_event>(on_event);
-          const std::string error = ovf::Monitor::instance().start_session(o);
-          if (!error.empty()) throw py::value_error("ovf: " + error);
-        });
+  m.def("start_session", [](uint32_t max_frames, std::vector<int64_t> trace, int64_t abort_after,
+                            uint32_t on_event) {
+    ovf::SessionOptions o;
+    o.max_frames_to_save = max_frames;
+    o.trace_batch_nums = std::move(trace);
+    o.abort_after_batch_num = abort_after;
+    o.on_event = static_cast<ovf_on_event>(on_event);
+    const std::string error = ovf::Monitor::instance().start_session(o);
+    if (!error.empty()) throw py::value_error("ovf: " + error);
+  });
   m.def("stop_session", [] { ovf::Monitor::instance().stop_session(); });
   m.def("detect_overflow", &ovf::detect_overflow, py::arg("var"), py::arg("ctx"));
   m.def("stats", &tensor_stats, "One-pass stats of a CPU tensor as a dict (None if unreadable).");
@@ -135,7 +144,8 @@ PYBIND11_MODULE(_ovf, m) {
   m.def("enable_core_dumps", &ovf::enable_core_dumps);
   m.def("set_control", &set_control);
   m.def("control", &control);
-  m.def("sync_op_observer", &ovf::sync_op_observer, "Arms or disarms the op observer per control.observe.");
+  m.def("sync_op_observer", &ovf::sync_op_observer,
+        "Arms or disarms the op observer per control.observe.");
 
   // The contract's values by name, as ring.h defines them (control.cpp's tables).
   py::dict on_event;

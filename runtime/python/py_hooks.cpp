@@ -60,19 +60,18 @@ void flush_stdio() {
 void act(const Response& out) {
   write_stdout(out.text);
   switch (out.action) {
-    case Action::kNone:
-      return;
+    case Action::kNone: return;
     case Action::kRaise:
-      PyErr_SetString(out.events & (OVF_STOP_NAN | OVF_STOP_INF) ? g_nonfinite_error->ptr() : PyExc_ValueError,
-                      out.message.c_str());
+      PyErr_SetString(
+          out.events & (OVF_STOP_NAN | OVF_STOP_INF) ? g_nonfinite_error->ptr() : PyExc_ValueError,
+          out.message.c_str());
       throw py::error_already_set();
-    case Action::kAbort:
-      flush_stdio();
-      abort_now(out.message);
+    case Action::kAbort: flush_stdio(); abort_now(out.message);
     case Action::kWait:
       flush_stdio();
       // Ctrl-C ends the wait as a KeyboardInterrupt where the model runs.
-      if (!wait_for_release([] { return PyErr_CheckSignals() != 0; })) throw py::error_already_set();
+      if (!wait_for_release([] { return PyErr_CheckSignals() != 0; }))
+        throw py::error_already_set();
       return;
   }
 }
@@ -86,11 +85,13 @@ bool running() { return Monitor::instance().active() && read_control(ovf_state.c
 
 void watch_output_gradients(uint32_t module_id, PyObject* output) {
   auto watch = [module_id](PyObject* value, const std::string& label) {
-    if (THPVariable_Check(value)) watch_output_gradient(THPVariable_Unpack(value), module_id, label);
+    if (THPVariable_Check(value))
+      watch_output_gradient(THPVariable_Unpack(value), module_id, label);
   };
   if (PyTuple_Check(output) || PyList_Check(output)) {
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(output);
-    for (Py_ssize_t i = 0; i < n; ++i) watch(PySequence_Fast_ITEMS(output)[i], "output[" + std::to_string(i) + "]");
+    for (Py_ssize_t i = 0; i < n; ++i)
+      watch(PySequence_Fast_ITEMS(output)[i], "output[" + std::to_string(i) + "]");
   } else {
     watch(output, "output");
   }
@@ -129,7 +130,8 @@ void on_forward(PyObject* module, PyObject* args, PyObject* kwargs, PyObject* ou
   }
   label = "output";
   add_python_value(frame, OVF_KIND_OUTPUT, output, label, 0);
-  if (read_control(ovf_state.control.observe) & OVF_OBSERVE_BACKWARD) watch_output_gradients(entry.name_id, output);
+  if (read_control(ovf_state.control.observe) & OVF_OBSERVE_BACKWARD)
+    watch_output_gradients(entry.name_id, output);
   act(Monitor::instance().finish_frame(frame));
 }
 
@@ -138,8 +140,9 @@ void report_internal_error(const char* what) {
   std::string text(what);
   text = text.substr(0, text.find('\n'));
   ovf_state.control.enabled = 0;
-  py::print(py::str("ovf: internal error in a hook ({}); ovf is now disabled for this run").format(text),
-            py::arg("file") = py::module_::import("sys").attr("stderr"));
+  py::print(
+      py::str("ovf: internal error in a hook ({}); ovf is now disabled for this run").format(text),
+      py::arg("file") = py::module_::import("sys").attr("stderr"));
 }
 
 // Runs a hook body; an internal failure of ovf disables it with one line instead
@@ -149,8 +152,8 @@ void guarded(Body&& body) {
   try {
     body();
   } catch (const py::error_already_set& e) {
-    if (e.matches(g_nonfinite_error->ptr()) || e.matches(PyExc_ValueError) || e.matches(PyExc_KeyboardInterrupt) ||
-        e.matches(PyExc_SystemExit)) {
+    if (e.matches(g_nonfinite_error->ptr()) || e.matches(PyExc_ValueError) ||
+        e.matches(PyExc_KeyboardInterrupt) || e.matches(PyExc_SystemExit)) {
       throw;
     }
     report_internal_error(e.what());
@@ -161,12 +164,16 @@ void guarded(Body&& body) {
 
 PyObject* kwargs_for(PyObject* module) {
   if (g_kwargs_stack == nullptr || PyList_GET_SIZE(g_kwargs_stack->ptr()) == 0) return nullptr;
-  PyObject* top = PyList_GET_ITEM(g_kwargs_stack->ptr(), PyList_GET_SIZE(g_kwargs_stack->ptr()) - 1);
-  if (!PyTuple_Check(top) || PyTuple_GET_SIZE(top) != 2 || PyTuple_GET_ITEM(top, 0) != module) return nullptr;
+  PyObject* top =
+      PyList_GET_ITEM(g_kwargs_stack->ptr(), PyList_GET_SIZE(g_kwargs_stack->ptr()) - 1);
+  if (!PyTuple_Check(top) || PyTuple_GET_SIZE(top) != 2 || PyTuple_GET_ITEM(top, 0) != module)
+    return nullptr;
   return PyTuple_GET_ITEM(top, 1);
 }
 
-std::string type_name(py::handle object) { return py::str(object.get_type().attr("__name__")).cast<std::string>(); }
+std::string type_name(py::handle object) {
+  return py::str(object.get_type().attr("__name__")).cast<std::string>();
+}
 
 void check_optimizer(py::handle optimizer) {
   if (!running()) return;
@@ -200,7 +207,8 @@ void check_optimizer(py::handle optimizer) {
 
 }  // namespace
 
-void set_python_callbacks(py::object kwargs_stack, py::object discover, py::object nonfinite_error) {
+void set_python_callbacks(py::object kwargs_stack, py::object discover,
+                          py::object nonfinite_error) {
   g_kwargs_stack = new py::list(kwargs_stack);  // lives for the process, like the hooks
   g_discover = discover.is_none() ? nullptr : new py::object(discover);
   g_nonfinite_error = new py::object(nonfinite_error);
@@ -210,7 +218,8 @@ void forward_hook(py::handle module, py::handle args, py::handle output) {
   guarded([&] { on_forward(module.ptr(), args.ptr(), kwargs_for(module.ptr()), output.ptr()); });
 }
 
-void forward_hook_with_kwargs(py::handle module, py::handle args, py::handle kwargs, py::handle output) {
+void forward_hook_with_kwargs(py::handle module, py::handle args, py::handle kwargs,
+                              py::handle output) {
   guarded([&] { on_forward(module.ptr(), args.ptr(), kwargs.ptr(), output.ptr()); });
 }
 
@@ -226,7 +235,8 @@ void forward_pre_hook(py::handle module, py::handle /*args*/) {
   }
   if (it == modules().end()) return;
   if (module.ptr() == g_root) clear_modules_on_thread();  // drops entries of forwards that raised
-  push_module(module.ptr(), it->second.name_id, __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE));
+  push_module(module.ptr(), it->second.name_id,
+              __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE));
 }
 
 void watch_module(py::handle module, const std::string& name, bool is_root) {
@@ -238,7 +248,8 @@ void watch_module(py::handle module, const std::string& name, bool is_root) {
   if (is_root) g_root = module.ptr();
   for_each_own_parameter(module.ptr(), [&](const char* param, const at::Tensor& t) {
     // the first name wins, as for shared modules in named_modules()
-    register_parameter(t, entry.name_id, intern(name.empty() ? std::string(param) : name + "." + param));
+    register_parameter(t, entry.name_id,
+                       intern(name.empty() ? std::string(param) : name + "." + param));
   });
 }
 
@@ -260,7 +271,8 @@ bool detect_overflow(py::handle var, const std::string& ctx) {
   }
   std::string text;
   const ovf_record line = tensor_line(OVF_KIND_CHECKPOINT, 0, THPVariable_Unpack(var.ptr()));
-  const bool found = !(line.flags & OVF_FLAG_NO_DATA) && Monitor::instance().checkpoint(line, ctx, &text);
+  const bool found =
+      !(line.flags & OVF_FLAG_NO_DATA) && Monitor::instance().checkpoint(line, ctx, &text);
   write_stdout(text);
   return found;
 }

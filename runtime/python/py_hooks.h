@@ -18,8 +18,8 @@ void set_python_callbacks(pybind11::object kwargs_stack, pybind11::object discov
 
 // Module hooks (global in auto mode, per module in explicit mode).
 void forward_hook(pybind11::handle module, pybind11::handle args, pybind11::handle output);
-void forward_hook_with_kwargs(pybind11::handle module, pybind11::handle args, pybind11::handle kwargs,
-                              pybind11::handle output);
+void forward_hook_with_kwargs(pybind11::handle module, pybind11::handle args,
+                              pybind11::handle kwargs, pybind11::handle output);
 void forward_pre_hook(pybind11::handle module, pybind11::handle args);
 
 // Names `module` `name` (the root starts a batch's forward) and its parameters.

@@ -40,7 +40,8 @@ std::string key_label(PyObject* key) {
   return std::string("[") + s + "]";
 }
 
-void add_python_value(FrameBuilder& frame, ovf_record_kind kind, PyObject* obj, std::string& label, int depth) {
+void add_python_value(FrameBuilder& frame, ovf_record_kind kind, PyObject* obj, std::string& label,
+                      int depth) {
   if (frame.full()) {
     frame.add_value(kind, 0);  // flags the frame truncated
     return;
@@ -93,7 +94,8 @@ void add_python_value(FrameBuilder& frame, ovf_record_kind kind, PyObject* obj, 
   frame.add_value(OVF_KIND_NOT_TENSOR, intern(label));
 }
 
-void for_each_own_parameter(PyObject* module, const std::function<void(const char*, const at::Tensor&)>& fn) {
+void for_each_own_parameter(PyObject* module,
+                            const std::function<void(const char*, const at::Tensor&)>& fn) {
   PyObject* params = PyObject_GetAttrString(module, "_parameters");
   if (params == nullptr) {
     PyErr_Clear();

@@ -15,7 +15,8 @@ namespace ovf {
 
 // Adds `obj` under `label` (which it extends and restores for elements).
 // Structures nested deeper than a few levels are one "not a tensor" line.
-void add_python_value(FrameBuilder& frame, ovf_record_kind kind, PyObject* obj, std::string& label, int depth);
+void add_python_value(FrameBuilder& frame, ovf_record_kind kind, PyObject* obj, std::string& label,
+                      int depth);
 
 // "[\"key\"]" for a str key, "[repr]" for others ("[?]" when repr fails).
 std::string key_label(PyObject* key);
@@ -23,7 +24,8 @@ std::string key_label(PyObject* key);
 // Calls fn(name, tensor) for each tensor in a module's own _parameters, in
 // registration order; None entries (bias=False) are skipped, as
 // named_parameters() skips them.
-void for_each_own_parameter(PyObject* module, const std::function<void(const char*, const at::Tensor&)>& fn);
+void for_each_own_parameter(PyObject* module,
+                            const std::function<void(const char*, const at::Tensor&)>& fn);
 
 }  // namespace ovf
 

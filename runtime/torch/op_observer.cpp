@@ -88,7 +88,8 @@ uint32_t output_label_id(size_t index, size_t count) {
   static const uint32_t plain = intern("output");
   if (count == 1) return plain;
   static thread_local std::vector<uint32_t> indexed;
-  while (indexed.size() <= index) indexed.push_back(intern("output[" + std::to_string(indexed.size()) + "]"));
+  while (indexed.size() <= index)
+    indexed.push_back(intern("output[" + std::to_string(indexed.size()) + "]"));
   return indexed[index];
 }
 
@@ -100,11 +101,20 @@ bool ends_with(const char* s, const char* suffix) {
 // Ops whose outputs hold no values yet (fresh or resized memory): checking
 // them would find NaNs that nobody computed.
 bool writes_no_values(const char* name) {
-  static const char* const kNames[] = {"aten::empty", "aten::empty_like", "aten::empty_strided",
-                                       "aten::new_empty", "aten::new_empty_strided", "aten::resize_",
-                                       "aten::resize_as_", "aten::set_", "aten::as_strided_",
-                                       "aten::detach_", "aten::t_", "aten::transpose_",
-                                       "aten::squeeze_", "aten::unsqueeze_"};
+  static const char* const kNames[] = {"aten::empty",
+                                       "aten::empty_like",
+                                       "aten::empty_strided",
+                                       "aten::new_empty",
+                                       "aten::new_empty_strided",
+                                       "aten::resize_",
+                                       "aten::resize_as_",
+                                       "aten::set_",
+                                       "aten::as_strided_",
+                                       "aten::detach_",
+                                       "aten::t_",
+                                       "aten::transpose_",
+                                       "aten::squeeze_",
+                                       "aten::unsqueeze_"};
   for (const char* n : kNames) {
     if (std::strcmp(name, n) == 0) return true;
   }
@@ -168,7 +178,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     const int64_t seq = fn.seqNr();
     const ForwardOp& origin = g_forward_ops[static_cast<size_t>(seq) % kForwardOps];
     const bool known = seq >= 0 && origin.seq_nr == seq;
-    t_backward.push_back({fn.handle(), known ? origin.op_id : OVF_NO_ID, known ? origin.module_id : OVF_NO_ID});
+    t_backward.push_back(
+        {fn.handle(), known ? origin.op_id : OVF_NO_ID, known ? origin.module_id : OVF_NO_ID});
     return nullptr;
   }
   const bool backward = in_backward();
@@ -180,7 +191,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   // observed, checked or not: ops that make no autograd node share the next
   // node's number, and the one that makes it comes last, so it wins the slot.
   if (noted) {
-    g_forward_ops[static_cast<size_t>(fn.seqNr()) % kForwardOps] = {fn.seqNr(), op_name_id(fn.name()), context};
+    g_forward_ops[static_cast<size_t>(fn.seqNr()) % kForwardOps] = {fn.seqNr(),
+                                                                    op_name_id(fn.name()), context};
   }
   if (!observed) return nullptr;
   if (t_depth == t_pending.size()) t_pending.emplace_back();
@@ -239,16 +251,19 @@ void record_outputs(const at::RecordFunction& fn, PendingOp& op) {
         for (const at::Tensor& in : op.inputs) carried = carried || tensor_nonfinite(in);
         inputs_checked = true;
       }
-      role = carried ? OVF_FLAG_CARRIER : op.constant_nonfinite ? OVF_FLAG_CONSTANT : OVF_FLAG_PRODUCER;
+      role = carried                 ? OVF_FLAG_CARRIER
+             : op.constant_nonfinite ? OVF_FLAG_CONSTANT
+                                     : OVF_FLAG_PRODUCER;
     }
-    ovf_record r = make_line(OVF_KIND_OP_OUTPUT, output_label_id(i, outputs.size()), s, view.dtype, device_of(out),
-                             role | (backward ? OVF_FLAG_BACKWARD : 0));
+    ovf_record r = make_line(OVF_KIND_OP_OUTPUT, output_label_id(i, outputs.size()), s, view.dtype,
+                             device_of(out), role | (backward ? OVF_FLAG_BACKWARD : 0));
     r.name_id = op_name_id(name);
     r.context_id = node != nullptr ? node->module_id : op.context;
     r.aux_id = node != nullptr ? node->forward_op_id : OVF_NO_ID;
     const uint32_t events = Monitor::instance().op_output(r);
     if (events != 0) {
-      if (OpEventHandler handler = g_op_event_handler.load(std::memory_order_acquire)) handler(r, events);
+      if (OpEventHandler handler = g_op_event_handler.load(std::memory_order_acquire))
+        handler(r, events);
     }
   }
 }
@@ -270,7 +285,8 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
   if (i == 0) return;  // started before the observer was armed, or not observed
   PendingOp& op = t_pending[i - 1];
   try {
-    if (Monitor::instance().active() && read_control(ovf_state.control.enabled)) record_outputs(fn, op);
+    if (Monitor::instance().active() && read_control(ovf_state.control.enabled))
+      record_outputs(fn, op);
   } catch (const std::exception&) {
     // An op's outputs ovf cannot read must never fail the op itself.
   }
@@ -280,18 +296,21 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
 
 }  // namespace
 
-void set_op_event_handler(OpEventHandler handler) { g_op_event_handler.store(handler, std::memory_order_release); }
+void set_op_event_handler(OpEventHandler handler) {
+  g_op_event_handler.store(handler, std::memory_order_release);
+}
 
 void sync_op_observer() {
   const bool wanted = (read_observe() & (OVF_OBSERVE_OPS | OVF_OBSERVE_BACKWARD)) != 0;
   if (wanted == g_registered) return;
   std::lock_guard<std::mutex> lock(g_register_mutex);
   if (wanted && !g_registered) {
-    g_handle = at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
-                                         .needsInputs(true)
-                                         .needsOutputs(true)
-                                         .needsIds(true)  // unique handles pair each end with its start
-                                         .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+    g_handle = at::addGlobalCallback(
+        at::RecordFunctionCallback(&on_start, &on_end)
+            .needsInputs(true)
+            .needsOutputs(true)
+            .needsIds(true)  // unique handles pair each end with its start
+            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
     g_registered = true;
   } else if (!wanted && g_registered) {
     at::removeCallback(g_handle);

@@ -14,7 +14,8 @@ StepCheck::StepCheck(const std::string& optimizer_class) {
 
 std::string StepCheck::name_of(const at::Tensor& param, size_t index) const {
   const uint32_t path = parameter_path(param);
-  return path != OVF_NO_ID ? std::string(interned(path)) : "param_groups[...]params[" + std::to_string(index) + "]";
+  return path != OVF_NO_ID ? std::string(interned(path))
+                           : "param_groups[...]params[" + std::to_string(index) + "]";
 }
 
 void StepCheck::parameter(const at::Tensor& param, size_t index) {
@@ -28,7 +29,8 @@ void StepCheck::parameter(const at::Tensor& param, size_t index) {
   if (grad.defined() && tensor_nonfinite(grad)) carried_ = true;
 }
 
-void StepCheck::state(const at::Tensor& param, size_t index, const std::string& slot, const at::Tensor& value) {
+void StepCheck::state(const at::Tensor& param, size_t index, const std::string& slot,
+                      const at::Tensor& value) {
   ovf_record line = tensor_line(OVF_KIND_STEP_PARAM, 0, value);
   if (!(line.flags & OVF_FLAG_NONFINITE)) return;
   line.label_id = intern(name_of(param, index) + " " + slot);
@@ -36,8 +38,12 @@ void StepCheck::state(const at::Tensor& param, size_t index, const std::string& 
   any_ = true;
 }
 
-uint32_t StepCheck::finish() { return any_ ? Monitor::instance().optimizer_step(frame_, carried_) : 0; }
+uint32_t StepCheck::finish() {
+  return any_ ? Monitor::instance().optimizer_step(frame_, carried_) : 0;
+}
 
-bool check_optimizer_state() { return read_control(ovf_state.control.observe) & OVF_OBSERVE_OPTIMIZER_STATE; }
+bool check_optimizer_state() {
+  return read_control(ovf_state.control.observe) & OVF_OBSERVE_OPTIMIZER_STATE;
+}
 
 }  // namespace ovf

@@ -20,7 +20,8 @@ class StepCheck {
   // Parameter number `index` in param_groups order (names unregistered ones).
   void parameter(const at::Tensor& param, size_t index);
   // One of its state tensors, `slot` ("exp_avg_sq"): a line when non-finite.
-  void state(const at::Tensor& param, size_t index, const std::string& slot, const at::Tensor& value);
+  void state(const at::Tensor& param, size_t index, const std::string& slot,
+             const at::Tensor& value);
   // Commits the frame when a line was added; returns the stop events.
   uint32_t finish();
 

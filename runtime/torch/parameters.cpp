@@ -21,9 +21,10 @@ struct Owner {
 // where parameters do not name ops (Python).
 struct Registry {
   std::shared_mutex mutex;
-  std::unordered_map<const void*, Owner> by_impl;          // TensorImpl*
-  std::unordered_map<const void*, uint32_t> by_storage;    // StorageImpl* -> module: views of a parameter
-  std::vector<at::Tensor> keep;                            // the addresses above stay theirs
+  std::unordered_map<const void*, Owner> by_impl;  // TensorImpl*
+  std::unordered_map<const void*, uint32_t>
+      by_storage;                // StorageImpl* -> module: views of a parameter
+  std::vector<at::Tensor> keep;  // the addresses above stay theirs
   std::atomic<bool> names_ops{false};
 };
 
@@ -55,7 +56,9 @@ void clear_parameters() {
   // the last references may free tensors: outside the lock
 }
 
-void set_op_context_from_parameters(bool on) { registry().names_ops.store(on, std::memory_order_release); }
+void set_op_context_from_parameters(bool on) {
+  registry().names_ops.store(on, std::memory_order_release);
+}
 
 bool op_context_from_parameters() { return registry().names_ops.load(std::memory_order_acquire); }
 

@@ -31,7 +31,8 @@ DeviceId device_of(const at::Tensor& t) {
 
 bool readable_view(const at::Tensor& t, TensorView* view) {
   try {
-    if (!t.defined() || t.layout() != at::kStrided || !t.device().is_cpu() || t.is_quantized()) return false;
+    if (!t.defined() || t.layout() != at::kStrided || !t.device().is_cpu() || t.is_quantized())
+      return false;
     const ovf_dtype dtype = to_ovf_dtype(t.scalar_type());
     if (dtype == OVF_DTYPE_UNKNOWN || !t.has_storage()) return false;
     view->data = t.numel() == 0 ? nullptr : t.data_ptr();
@@ -46,7 +47,8 @@ bool readable_view(const at::Tensor& t, TensorView* view) {
   }
 }
 
-void add_tensor_line(FrameBuilder& frame, ovf_record_kind kind, uint32_t label, const at::Tensor& t) {
+void add_tensor_line(FrameBuilder& frame, ovf_record_kind kind, uint32_t label,
+                     const at::Tensor& t) {
   TensorView view;
   if (readable_view(t, &view)) {
     frame.add_tensor(kind, label, view, device_of(t));
@@ -55,7 +57,8 @@ void add_tensor_line(FrameBuilder& frame, ovf_record_kind kind, uint32_t label, 
   }
 }
 
-ovf_record tensor_line(ovf_record_kind kind, uint32_t label_id, const at::Tensor& t, uint32_t flags) {
+ovf_record tensor_line(ovf_record_kind kind, uint32_t label_id, const at::Tensor& t,
+                       uint32_t flags) {
   TensorView view;
   if (!readable_view(t, &view)) return make_value_line(kind, label_id, flags | OVF_FLAG_NO_DATA);
   return make_line(kind, label_id, compute_stats_cpu(view), view.dtype, device_of(t), flags);

@@ -20,13 +20,15 @@ bool readable_view(const at::Tensor& tensor, TensorView* view);
 
 // A tensor's statistics as a line of `kind` (make_line), or a "no data" line
 // when its memory cannot be read here.
-ovf_record tensor_line(ovf_record_kind kind, uint32_t label_id, const at::Tensor& tensor, uint32_t flags = 0);
+ovf_record tensor_line(ovf_record_kind kind, uint32_t label_id, const at::Tensor& tensor,
+                       uint32_t flags = 0);
 
 // Whether a readable tensor holds a NaN or Inf (false when unreadable).
 bool tensor_nonfinite(const at::Tensor& tensor);
 
 // Adds the tensor as a frame line: its stats and headroom, or a "no data" line.
-void add_tensor_line(FrameBuilder& frame, ovf_record_kind kind, uint32_t label_id, const at::Tensor& tensor);
+void add_tensor_line(FrameBuilder& frame, ovf_record_kind kind, uint32_t label_id,
+                     const at::Tensor& tensor);
 
 }  // namespace ovf
 

@@ -13,8 +13,8 @@ void WeightCache::add_line(FrameBuilder& frame, uint32_t label, const at::Tensor
   }
   const int64_t version = t.is_inference() ? -1 : static_cast<int64_t>(t._version());
   Entry& cache = entries_[label];
-  const bool fresh = version >= 0 && cache.impl == t.unsafeGetTensorImpl() && cache.data == view.data &&
-                     cache.version == version;
+  const bool fresh = version >= 0 && cache.impl == t.unsafeGetTensorImpl() &&
+                     cache.data == view.data && cache.version == version;
   if (!fresh) {
     cache.impl = t.unsafeGetTensorImpl();
     cache.data = view.data;
@@ -23,7 +23,8 @@ void WeightCache::add_line(FrameBuilder& frame, uint32_t label, const at::Tensor
     cache.dtype = view.dtype;
     cache.device = device_of(t);
   }
-  frame.add_stats(OVF_KIND_WEIGHT, label, cache.stats, cache.dtype, cache.device, fresh ? OVF_FLAG_WEIGHT_CACHED : 0);
+  frame.add_stats(OVF_KIND_WEIGHT, label, cache.stats, cache.dtype, cache.device,
+                  fresh ? OVF_FLAG_WEIGHT_CACHED : 0);
   const ovf_dtype against = headroom_dtype();
   if (against != OVF_DTYPE_UNKNOWN) {
     if (!fresh || cache.headroom_against != against) {

@@ -50,8 +50,8 @@ std::string context_of(const char* op) {
 class CppApi : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* name : {"OVF_ENABLE", "OVF_ON_NAN", "OVF_STOP", "OVF_OBSERVE", "OVF_MODULE", "OVF_AFTER_BATCH",
-                             "OVF_MAX_FRAMES"}) {
+    for (const char* name : {"OVF_ENABLE", "OVF_ON_NAN", "OVF_STOP", "OVF_OBSERVE", "OVF_MODULE",
+                             "OVF_AFTER_BATCH", "OVF_MAX_FRAMES"}) {
       unsetenv(name);
     }
   }
@@ -118,17 +118,20 @@ TEST_F(CppApi, RaiseReportsAtTheOpAndThrowsAtTheNextApiCall) {
   }
   const std::string report = testing::internal::GetCapturedStdout();
   EXPECT_NE(report.find("\nDetected inf/nan during batch_number=1\n"), std::string::npos) << report;
-  EXPECT_NE(report.find("     nan      nan output = aten::log in block (produced here)\n"), std::string::npos)
-      << report;
-  EXPECT_NE(report.find("ovf: the first non-finite value was produced by aten::log in block (batch 1)\n"),
+  EXPECT_NE(report.find("     nan      nan output = aten::log in block (produced here)\n"),
             std::string::npos)
+      << report;
+  EXPECT_NE(
+      report.find("ovf: the first non-finite value was produced by aten::log in block (batch 1)\n"),
+      std::string::npos)
       << report;
   try {
     watch.next_batch();
     FAIL() << "no NonFiniteError";
   } catch (const ovf::NonFiniteError& e) {
     EXPECT_EQ(e.batch(), 1u);
-    EXPECT_EQ(std::string(e.what()).rfind("DebugUnderflowOverflow: inf/nan detected, aborting", 0), 0u);
+    EXPECT_EQ(std::string(e.what()).rfind("DebugUnderflowOverflow: inf/nan detected, aborting", 0),
+              0u);
   }
   EXPECT_EQ(watch.batch(), 1u);  // the failed batch is not counted
   EXPECT_NO_THROW(watch.next_batch());
@@ -179,7 +182,8 @@ TEST_F(CppApi, TheEnvironmentOverridesOptionsOnlyWithOvfEnable) {
     EXPECT_EQ(watch.options().after_batch, 3);
     EXPECT_TRUE(watch.options().ops);
     // module-level stops become "where the value is produced" for ops
-    EXPECT_EQ(ovf_state.control.stop_mask, uint32_t{OVF_STOP_NAN | OVF_STOP_INF | OVF_STOP_PRODUCER_ONLY});
+    EXPECT_EQ(ovf_state.control.stop_mask,
+              uint32_t{OVF_STOP_NAN | OVF_STOP_INF | OVF_STOP_PRODUCER_ONLY});
     EXPECT_EQ(std::string(ovf_state.control.module_glob), "block.*");
     EXPECT_EQ(ovf_state.control.after_batch, 3);
   }

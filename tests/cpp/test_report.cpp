@@ -14,7 +14,8 @@ namespace {
 
 const std::string kPrefix(17, ' ');
 
-ovf_record line_with(uint64_t numel, uint64_t nan, uint64_t pinf, uint64_t ninf, double mn, double mx) {
+ovf_record line_with(uint64_t numel, uint64_t nan, uint64_t pinf, uint64_t ninf, double mn,
+                     double mx) {
   ovf_record r{};
   r.kind = OVF_KIND_OUTPUT;
   r.flags = OVF_FLAG_HAS_STATS;
@@ -36,7 +37,8 @@ TEST(Format, EightTwoEMatchesPython) {
   EXPECT_EQ(ovf::format_8_2e(4.9406564584124654e-324), "4.94e-324");
   EXPECT_EQ(ovf::format_8_2e(std::numeric_limits<double>::infinity()), "     inf");
   EXPECT_EQ(ovf::format_8_2e(-std::numeric_limits<double>::infinity()), "    -inf");
-  EXPECT_EQ(ovf::format_8_2e(-std::numeric_limits<double>::quiet_NaN()), "     nan");  // never "-nan"
+  EXPECT_EQ(ovf::format_8_2e(-std::numeric_limits<double>::quiet_NaN()),
+            "     nan");                           // never "-nan"
   EXPECT_EQ(ovf::format_8_2e(0.125), "1.25e-01");  // exact tie: round half to even, as Python
   EXPECT_EQ(ovf::format_8_2e(0.375), "3.75e-01");
 }
@@ -82,7 +84,8 @@ TEST(Monitor, DetectionReportMatchesReferenceAcrossBatchBoundary) {
   options.max_frames_to_save = 3;
   ASSERT_EQ(monitor.start_session(options), "");
   const uint32_t a = ovf::intern("a"), root = ovf::intern(""), lin = ovf::intern("Linear"),
-                 model = ovf::intern("Model"), input0 = ovf::intern("input[0]"), output = ovf::intern("output");
+                 model = ovf::intern("Model"), input0 = ovf::intern("input[0]"),
+                 output = ovf::intern("output");
   const float finite[] = {0.5f, -2.0f};
   const float overflowed[] = {0.5f, INFINITY};
   const int64_t size = 2, stride = 1;
@@ -111,15 +114,18 @@ TEST(Monitor, DetectionReportMatchesReferenceAcrossBatchBoundary) {
 
   EXPECT_EQ(out.action, ovf::Action::kRaise);
   EXPECT_EQ(out.events, static_cast<uint32_t>(OVF_STOP_INF));
-  const std::string start0 = "\n\n" + kPrefix + " *** Starting batch number=0 ***\nabs min  abs max  metadata\n";
-  const std::string start1 = "\n\n" + kPrefix + " *** Starting batch number=1 ***\nabs min  abs max  metadata\n";
-  const std::string expected = "output has infs\n"
-                               "\nDetected inf/nan during batch_number=1\n"
-                               "Last 3 forward frames:\n"
-                               "abs min  abs max  metadata\n" +
-                               start0 + kPrefix + " a Linear\n5.00e-01 2.00e+00 input[0]\n5.00e-01 2.00e+00 output\n" +
-                               kPrefix + "  Model\n     not a tensor output\n" + start1 + kPrefix +
-                               " a Linear\n5.00e-01 2.00e+00 input[0]\n5.00e-01      inf output\n" + "\n\n\n";
+  const std::string start0 =
+      "\n\n" + kPrefix + " *** Starting batch number=0 ***\nabs min  abs max  metadata\n";
+  const std::string start1 =
+      "\n\n" + kPrefix + " *** Starting batch number=1 ***\nabs min  abs max  metadata\n";
+  const std::string expected =
+      "output has infs\n"
+      "\nDetected inf/nan during batch_number=1\n"
+      "Last 3 forward frames:\n"
+      "abs min  abs max  metadata\n" +
+      start0 + kPrefix + " a Linear\n5.00e-01 2.00e+00 input[0]\n5.00e-01 2.00e+00 output\n" +
+      kPrefix + "  Model\n     not a tensor output\n" + start1 + kPrefix +
+      " a Linear\n5.00e-01 2.00e+00 input[0]\n5.00e-01      inf output\n" + "\n\n\n";
   EXPECT_EQ(out.text, expected);
   EXPECT_EQ(out.message.rfind("DebugUnderflowOverflow: inf/nan detected, aborting", 0), 0u);
 }

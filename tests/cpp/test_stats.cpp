@@ -84,9 +84,14 @@ std::vector<char> random_buffer(ovf_dtype dtype, size_t n, uint32_t seed) {
       const float f = normal(rng);
       std::memcpy(&buf[i * 4], &f, 4);
     }
-    const float specials[] = {0.f, -0.f, std::numeric_limits<float>::infinity(),
-                              -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
-                              std::numeric_limits<float>::denorm_min(), 1e-40f, 65504.f};
+    const float specials[] = {0.f,
+                              -0.f,
+                              std::numeric_limits<float>::infinity(),
+                              -std::numeric_limits<float>::infinity(),
+                              std::numeric_limits<float>::quiet_NaN(),
+                              std::numeric_limits<float>::denorm_min(),
+                              1e-40f,
+                              65504.f};
     for (float f : specials) std::memcpy(&buf[(rng() % n) * 4], &f, 4);
   }
   return buf;
@@ -101,7 +106,8 @@ TEST_P(StatsByDtype, ContiguousMatchesReferenceAtOddSizes) {
     std::vector<int64_t> offsets(n);
     for (size_t i = 0; i < n; ++i) offsets[i] = static_cast<int64_t>(i);
     SCOPED_TRACE(std::string(ovf::dtype_name(dtype)) + " n=" + std::to_string(n));
-    expect_same(ovf::compute_stats_contiguous(buf.data(), dtype, n), reference_stats(buf.data(), dtype, offsets));
+    expect_same(ovf::compute_stats_contiguous(buf.data(), dtype, n),
+                reference_stats(buf.data(), dtype, offsets));
   }
 }
 
@@ -113,13 +119,13 @@ TEST_P(StatsByDtype, StridedViewsMatchReference) {
     std::vector<int64_t> sizes, strides;
   };
   const Case cases[] = {
-      {{7, 6, 5}, {1, 7, 42}},     // full permutation of a contiguous tensor
-      {{5, 3, 7}, {42, 14, 1}},    // every other row
-      {{5, 6, 4}, {42, 7, 2}},     // step-2 inner dimension
-      {{3, 5, 7}, {0, 42, 1}},     // expanded (stride 0) leading dimension
-      {{5, 1, 7}, {42, 999, 1}},   // size-1 dimension with a meaningless stride
-      {{}, {}},                    // zero-dimensional
-      {{5, 0, 7}, {42, 7, 1}},     // empty
+      {{7, 6, 5}, {1, 7, 42}},    // full permutation of a contiguous tensor
+      {{5, 3, 7}, {42, 14, 1}},   // every other row
+      {{5, 6, 4}, {42, 7, 2}},    // step-2 inner dimension
+      {{3, 5, 7}, {0, 42, 1}},    // expanded (stride 0) leading dimension
+      {{5, 1, 7}, {42, 999, 1}},  // size-1 dimension with a meaningless stride
+      {{}, {}},                   // zero-dimensional
+      {{5, 0, 7}, {42, 7, 1}},    // empty
   };
   for (const Case& c : cases) {
     std::vector<int64_t> offsets{0};
@@ -147,8 +153,8 @@ INSTANTIATE_TEST_SUITE_P(FloatTypes, StatsByDtype,
 
 TEST(Stats, PlantedFloat32ValuesGiveExactCounts) {
   const float inf = std::numeric_limits<float>::infinity();
-  const std::vector<float> data = {1.5f, -2.5f, 0.f, -0.f, inf, -inf, -inf, std::nanf(""), -std::nanf(""),
-                                   1e-45f, -3e-39f};
+  const std::vector<float> data = {1.5f,          -2.5f,          0.f,    -0.f,   inf, -inf, -inf,
+                                   std::nanf(""), -std::nanf(""), 1e-45f, -3e-39f};
   const Stats s = ovf::compute_stats_contiguous(data.data(), OVF_DTYPE_FLOAT32, data.size());
   EXPECT_EQ(s.numel, 11u);
   EXPECT_EQ(s.nan_count, 2u);
@@ -221,7 +227,8 @@ TEST(Stats, BoolCountsAsZeroAndOne) {
 
 TEST(Stats, ComplexUsesMagnitude) {
   const float inf = std::numeric_limits<float>::infinity();
-  const std::vector<float> data = {3.f, 4.f, 0.f, 0.f, inf, 1.f, std::nanf(""), 0.f};  // 5, 0, inf, nan
+  const std::vector<float> data = {3.f, 4.f, 0.f,           0.f,
+                                   inf, 1.f, std::nanf(""), 0.f};  // 5, 0, inf, nan
   const Stats s = ovf::compute_stats_contiguous(data.data(), OVF_DTYPE_COMPLEX64, 4);
   EXPECT_EQ(s.abs_max, 5.0);
   EXPECT_EQ(s.abs_min, 0.0);
@@ -260,8 +267,11 @@ TEST(Headroom, DtypeLimits) {
 
 TEST(Headroom, CountsFiniteNonZeroValuesBelowTheTargetsSmallestNormal) {
   const float fp16_normal = std::ldexp(1.0f, -14);
-  const std::vector<float> data = {0.f, -0.f, 1e-6f, -3e-5f, fp16_normal, -fp16_normal * 0.999f, 1.f,
-                                   std::numeric_limits<float>::infinity(), std::nanf("")};
+  const std::vector<float> data = {0.f,          -0.f,
+                                   1e-6f,        -3e-5f,
+                                   fp16_normal,  -fp16_normal * 0.999f,
+                                   1.f,          std::numeric_limits<float>::infinity(),
+                                   std::nanf("")};
   const int64_t size = static_cast<int64_t>(data.size()), stride = 1;
   ovf::TensorView v;
   v.data = data.data();
@@ -271,7 +281,8 @@ TEST(Headroom, CountsFiniteNonZeroValuesBelowTheTargetsSmallestNormal) {
   v.strides = &stride;
   // 1e-6, -3e-5 and just below 2^-14: three (zeros, the normal, inf and nan are not)
   EXPECT_EQ(ovf::count_below(v, ovf::dtype_min_normal(OVF_DTYPE_FLOAT16)), 3u);
-  EXPECT_EQ(ovf::count_below(v, ovf::dtype_min_normal(OVF_DTYPE_FLOAT8_E4M3)), 4u);  // + 2^-14 < 2^-6
+  EXPECT_EQ(ovf::count_below(v, ovf::dtype_min_normal(OVF_DTYPE_FLOAT8_E4M3)),
+            4u);  // + 2^-14 < 2^-6
   // strided: every other element (0, 1e-6, 2^-14, 1, nan)
   const int64_t half = (size + 1) / 2, step2 = 2;
   v.sizes = &half;

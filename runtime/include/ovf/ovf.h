@@ -8,7 +8,8 @@
 //   ovf::Watch watch(*model);        // names modules and parameters, arms the op observer
 //   for (...) {
 //     ... forward, backward, optimizer step ...
-//     watch.next_batch();            // the end of a batch; throws ovf::NonFiniteError (on_nan raise)
+//     watch.next_batch();            // the end of a batch; throws ovf::NonFiniteError (on_nan
+//     raise)
 //   }
 //
 // Link ovf::ovf_torch (CMake: find_package(ovf) then target_link_libraries(app ovf::ovf_torch)).
@@ -38,20 +39,21 @@ namespace ovf {
 
 // What the first non-finite value does when no debugger handles it.
 enum class OnNan {
-  kRaise,     // print the report; the next next_batch() / detect_overflow() throws NonFiniteError
-  kWarn,      // print the report once, keep training
-  kAbort,     // print the report, then abort(): the kernel writes a core with the ring in it
-  kWait,      // print the report and the gdb -p / lldb -p commands, wait until a debugger releases it
+  kRaise,  // print the report; the next next_batch() / detect_overflow() throws NonFiniteError
+  kWarn,   // print the report once, keep training
+  kAbort,  // print the report, then abort(): the kernel writes a core with the ring in it
+  kWait,   // print the report and the gdb -p / lldb -p commands, wait until a debugger releases it
   kContinue,  // do nothing: a debugger's breakpoint on ovf_stop_event handles events
 };
 
 struct Options {
   OnNan on_nan = OnNan::kRaise;
   uint32_t max_frames_to_save = 21;  // also how many op records the report lists
-  bool ops = true;        // check every ATen op's outputs (C++ modules have no forward hooks)
-  bool backward = false;  // also the backward pass's ops, named by the forward op they differentiate
-  bool carriers = false;  // events also at ops that only pass on a NaN/Inf they were given
-  std::string module;     // fnmatch glob on module paths: events only there ("" = everywhere)
+  bool ops = true;  // check every ATen op's outputs (C++ modules have no forward hooks)
+  bool backward =
+      false;  // also the backward pass's ops, named by the forward op they differentiate
+  bool carriers = false;    // events also at ops that only pass on a NaN/Inf they were given
+  std::string module;       // fnmatch glob on module paths: events only there ("" = everywhere)
   int64_t after_batch = 0;  // events only in batches >= this (0-based)
   // With OVF_ENABLE=1 in the environment (what `ovf break-on-nan` sets for the
   // next `run`), OVF_ON_NAN, OVF_STOP, OVF_OBSERVE, OVF_MODULE, OVF_AFTER_BATCH
@@ -64,7 +66,8 @@ struct Options {
 // reference's message; the report was printed to stdout when the op ran.
 class NonFiniteError : public std::runtime_error {
  public:
-  NonFiniteError(const std::string& message, uint64_t batch) : std::runtime_error(message), batch_(batch) {}
+  NonFiniteError(const std::string& message, uint64_t batch)
+      : std::runtime_error(message), batch_(batch) {}
   uint64_t batch() const noexcept { return batch_; }  // the batch of the first event
 
  private:
@@ -101,8 +104,8 @@ class Watch {
   // `ovf break-on-nan` stops here, as after a Python optimizer's step.
   void after_step(const torch::optim::Optimizer& optimizer);
 
-  uint64_t batch() const;            // the current batch number (0-based)
-  const Options& options() const;    // as in effect, after the environment
+  uint64_t batch() const;          // the current batch number (0-based)
+  const Options& options() const;  // as in effect, after the environment
 
  private:
   struct State;

@@ -39,20 +39,20 @@ extern "C" {
 // What a record is. A frame is one FRAME record followed by its lines
 // (WEIGHT, INPUT, OUTPUT, ...) that carry the FRAME's seq in `frame_seq`.
 enum ovf_record_kind {
-  OVF_KIND_EMPTY = 0,       // slot never written
-  OVF_KIND_FRAME = 1,       // module forward: name_id = module path, label_id = class
-  OVF_KIND_WEIGHT = 2,      // a parameter of the frame's module: label_id = its name
-  OVF_KIND_INPUT = 3,       // label_id = "input[0]", "input[\"mask\"]", ...
-  OVF_KIND_OUTPUT = 4,      // label_id = "output", "output[1][0]", "output[\"logits\"]"
-  OVF_KIND_GRAD = 5,        // the gradient of a module's output (backward observed): name_id and
-                            // context_id = module path, label_id = "grad output[0]"; standalone
-  OVF_KIND_OP_OUTPUT = 6,   // output of an ATen op (op observer)
-  OVF_KIND_CHECKPOINT = 7,  // detect_overflow(var, ctx): name_id = ctx
-  OVF_KIND_BATCH_START = 8, // "*** Starting batch number=N ***": batch = N
-  OVF_KIND_NONE = 9,        // a None value at label_id
-  OVF_KIND_NOT_TENSOR = 10, // a non-tensor value at label_id
-  OVF_KIND_STEP = 11,       // optimizer.step(): name_id "optimizer.step", label_id the optimizer's class
-  OVF_KIND_STEP_PARAM = 12, // a parameter non-finite after that step: label_id "module.path.name"
+  OVF_KIND_EMPTY = 0,        // slot never written
+  OVF_KIND_FRAME = 1,        // module forward: name_id = module path, label_id = class
+  OVF_KIND_WEIGHT = 2,       // a parameter of the frame's module: label_id = its name
+  OVF_KIND_INPUT = 3,        // label_id = "input[0]", "input[\"mask\"]", ...
+  OVF_KIND_OUTPUT = 4,       // label_id = "output", "output[1][0]", "output[\"logits\"]"
+  OVF_KIND_GRAD = 5,         // the gradient of a module's output (backward observed): name_id and
+                             // context_id = module path, label_id = "grad output[0]"; standalone
+  OVF_KIND_OP_OUTPUT = 6,    // output of an ATen op (op observer)
+  OVF_KIND_CHECKPOINT = 7,   // detect_overflow(var, ctx): name_id = ctx
+  OVF_KIND_BATCH_START = 8,  // "*** Starting batch number=N ***": batch = N
+  OVF_KIND_NONE = 9,         // a None value at label_id
+  OVF_KIND_NOT_TENSOR = 10,  // a non-tensor value at label_id
+  OVF_KIND_STEP = 11,  // optimizer.step(): name_id "optimizer.step", label_id the optimizer's class
+  OVF_KIND_STEP_PARAM = 12,  // a parameter non-finite after that step: label_id "module.path.name"
 };
 
 // Tensor element types as the runtime sees them (independent of torch's enum).
@@ -75,17 +75,17 @@ enum ovf_dtype {
 };
 
 enum ovf_record_flags {
-  OVF_FLAG_HAS_STATS = 1u << 0,   // the stats fields are meaningful
-  OVF_FLAG_NONFINITE = 1u << 1,   // nan + pos_inf + neg_inf > 0 (lines); any line (frames)
-  OVF_FLAG_EMPTY = 1u << 2,       // a tensor with zero elements
-  OVF_FLAG_NO_DATA = 1u << 3,     // a tensor whose data cannot be read here (meta, sparse, ...)
-  OVF_FLAG_TRUNCATED = 1u << 4,   // frame: more values than the per-frame line cap
-  OVF_FLAG_ROOT = 1u << 5,        // frame: the watched model's top-level forward
-  OVF_FLAG_TRACED = 1u << 6,      // frame: in a batch listed in trace_batches
+  OVF_FLAG_HAS_STATS = 1u << 0,      // the stats fields are meaningful
+  OVF_FLAG_NONFINITE = 1u << 1,      // nan + pos_inf + neg_inf > 0 (lines); any line (frames)
+  OVF_FLAG_EMPTY = 1u << 2,          // a tensor with zero elements
+  OVF_FLAG_NO_DATA = 1u << 3,        // a tensor whose data cannot be read here (meta, sparse, ...)
+  OVF_FLAG_TRUNCATED = 1u << 4,      // frame: more values than the per-frame line cap
+  OVF_FLAG_ROOT = 1u << 5,           // frame: the watched model's top-level forward
+  OVF_FLAG_TRACED = 1u << 6,         // frame: in a batch listed in trace_batches
   OVF_FLAG_WEIGHT_CACHED = 1u << 7,  // weight line: stats reused (version counter unchanged)
-  OVF_FLAG_PRODUCER = 1u << 8,  // non-finite output while every input (and weight) was finite
-  OVF_FLAG_CARRIER = 1u << 9,   // an input (or weight) was already non-finite
-  OVF_FLAG_BACKWARD = 1u << 10, // OP_OUTPUT: an op run by autograd's backward pass
+  OVF_FLAG_PRODUCER = 1u << 8,       // non-finite output while every input (and weight) was finite
+  OVF_FLAG_CARRIER = 1u << 9,        // an input (or weight) was already non-finite
+  OVF_FLAG_BACKWARD = 1u << 10,      // OP_OUTPUT: an op run by autograd's backward pass
   // OP_OUTPUT: the NaN/Inf came from a constant argument (a scalar, a 0-dim
   // tensor: masked_fill(mask, -inf), isfinite's inf): deliberate, not an error.
   OVF_FLAG_CONSTANT = 1u << 11,
@@ -95,30 +95,32 @@ enum ovf_record_flags {
 // after the slot was first marked OVF_NO_SEQ, so a reader that finds a seq other
 // than the one the slot should hold knows the slot is torn or overwritten.
 typedef struct ovf_record {
-  uint64_t seq;            // 0   this record's sequence number
-  uint64_t frame_seq;      // 8   seq of the FRAME record this line belongs to
-  uint64_t batch;          // 16  batch number in which the record was written
-  uint64_t timestamp_ns;   // 24  CLOCK_REALTIME, to order events across ranks
-  uint32_t name_id;        // 32  FRAME: module path; CHECKPOINT: ctx (string table)
-  uint32_t label_id;       // 36  FRAME: class name; lines: "weight", "input[0]", ...
-  uint8_t kind;            // 40  enum ovf_record_kind
-  uint8_t dtype;           // 41  enum ovf_dtype
-  uint8_t device_type;     // 42  0 cpu, 1 cuda, 255 other
-  int8_t device_index;     // 43  -1 when not applicable
-  uint32_t flags;          // 44  enum ovf_record_flags
-  uint64_t numel;          // 48
-  uint64_t nan_count;      // 56
-  uint64_t pos_inf_count;  // 64
-  uint64_t neg_inf_count;  // 72
-  uint64_t zero_count;     // 80
-  double abs_min;          // 88  min |x| over finite x (+inf when none finite)
-  double abs_max;          // 96  max |x| over finite x (0 when none finite)
-  double abs_min_nonzero;  // 104 min |x| over finite non-zero x (+inf when none)
+  uint64_t seq;              // 0   this record's sequence number
+  uint64_t frame_seq;        // 8   seq of the FRAME record this line belongs to
+  uint64_t batch;            // 16  batch number in which the record was written
+  uint64_t timestamp_ns;     // 24  CLOCK_REALTIME, to order events across ranks
+  uint32_t name_id;          // 32  FRAME: module path; CHECKPOINT: ctx (string table)
+  uint32_t label_id;         // 36  FRAME: class name; lines: "weight", "input[0]", ...
+  uint8_t kind;              // 40  enum ovf_record_kind
+  uint8_t dtype;             // 41  enum ovf_dtype
+  uint8_t device_type;       // 42  0 cpu, 1 cuda, 255 other
+  int8_t device_index;       // 43  -1 when not applicable
+  uint32_t flags;            // 44  enum ovf_record_flags
+  uint64_t numel;            // 48
+  uint64_t nan_count;        // 56
+  uint64_t pos_inf_count;    // 64
+  uint64_t neg_inf_count;    // 72
+  uint64_t zero_count;       // 80
+  double abs_min;            // 88  min |x| over finite x (+inf when none finite)
+  double abs_max;            // 96  max |x| over finite x (0 when none finite)
+  double abs_min_nonzero;    // 104 min |x| over finite non-zero x (+inf when none)
   uint64_t subnormal_count;  // 112 finite non-zero |x| below the dtype's smallest normal
-  uint32_t context_id;         // 120 OP_OUTPUT, GRAD: innermost module path running the op (OVF_NO_ID: none)
-  uint32_t aux_id;             // 124 backward OP_OUTPUT: the forward op whose gradient this is
-  uint32_t headroom_dtype;     // 128 lines: enum ovf_dtype headroom is measured against (0: none)
-  uint32_t headroom_underflow; // 132 lines: finite non-zero |x| below its smallest normal (saturating)
+  uint32_t
+      context_id;   // 120 OP_OUTPUT, GRAD: innermost module path running the op (OVF_NO_ID: none)
+  uint32_t aux_id;  // 124 backward OP_OUTPUT: the forward op whose gradient this is
+  uint32_t headroom_dtype;  // 128 lines: enum ovf_dtype headroom is measured against (0: none)
+  uint32_t
+      headroom_underflow;  // 132 lines: finite non-zero |x| below its smallest normal (saturating)
   uint8_t reserved[OVF_RECORD_SIZE - 136];  // 136 zero; room to grow (bump the version)
 } ovf_record;
 
@@ -135,14 +137,15 @@ enum ovf_stop_bits {
   // Modifier: NAN/INF events only where the value is produced (OVF_FLAG_PRODUCER),
   // or at the first non-finite value ever seen, not where it is carried onward.
   OVF_STOP_PRODUCER_ONLY = 1u << 6,
-  OVF_STOP_BACKWARD = 1u << 7,     // a NaN/Inf in a backward op's output (needs OVF_OBSERVE_BACKWARD)
+  OVF_STOP_BACKWARD = 1u << 7,  // a NaN/Inf in a backward op's output (needs OVF_OBSERVE_BACKWARD)
 };
 
 // What the runtime observes beyond module forwards (control.observe).
 enum ovf_observe_bits {
   OVF_OBSERVE_OPS = 1u << 0,       // every ATen op's outputs, in the forward pass
   OVF_OBSERVE_BACKWARD = 1u << 1,  // every ATen op run by the backward pass
-  OVF_OBSERVE_OPTIMIZER_STATE = 1u << 2,  // after a step, the optimizer's state tensors too (Adam's moments)
+  OVF_OBSERVE_OPTIMIZER_STATE =
+      1u << 2,  // after a step, the optimizer's state tensors too (Adam's moments)
 };
 
 // What the runtime does after it called the stop hook for an event.
@@ -155,55 +158,56 @@ enum ovf_on_event {
 };
 
 typedef struct ovf_control {
-  uint32_t generation;           // +0   bumped by the writer after a change
-  uint32_t enabled;              // +4   0: hooks return at once
-  uint32_t stop_mask;            // +8   enum ovf_stop_bits
-  uint32_t on_event;             // +12  enum ovf_on_event
-  double above;                  // +16  OVF_STOP_ABOVE threshold
-  double below;                  // +24  OVF_STOP_BELOW threshold
-  int64_t after_batch;           // +32  events only in batches >= this
-  int64_t abort_after_batch;     // +40  -1: off
-  uint32_t trace_count;          // +48  entries used in trace_batches
-  uint32_t wait_released;        // +52  WAIT mode: a debugger sets 1 to let the run go on
+  uint32_t generation;        // +0   bumped by the writer after a change
+  uint32_t enabled;           // +4   0: hooks return at once
+  uint32_t stop_mask;         // +8   enum ovf_stop_bits
+  uint32_t on_event;          // +12  enum ovf_on_event
+  double above;               // +16  OVF_STOP_ABOVE threshold
+  double below;               // +24  OVF_STOP_BELOW threshold
+  int64_t after_batch;        // +32  events only in batches >= this
+  int64_t abort_after_batch;  // +40  -1: off
+  uint32_t trace_count;       // +48  entries used in trace_batches
+  uint32_t wait_released;     // +52  WAIT mode: a debugger sets 1 to let the run go on
   int64_t trace_batches[OVF_MAX_TRACE_BATCHES];  // +56
-  char module_glob[OVF_GLOB_SIZE];               // +312 fnmatch pattern on the module path; "" = all
-  uint32_t observe;                              // +568 enum ovf_observe_bits
-  uint32_t headroom_dtype;                       // +572 enum ovf_dtype lines measure headroom against (0: off)
-  uint8_t reserved[OVF_CONTROL_SIZE - 576];      // room to grow
+  char module_glob[OVF_GLOB_SIZE];  // +312 fnmatch pattern on the module path; "" = all
+  uint32_t observe;                 // +568 enum ovf_observe_bits
+  uint32_t headroom_dtype;          // +572 enum ovf_dtype lines measure headroom against (0: off)
+  uint8_t reserved[OVF_CONTROL_SIZE - 576];  // room to grow
 } ovf_control;
 
 // The exported state. Addresses are absolute in the process that wrote them.
 typedef struct ovf_state_t {
-  uint64_t magic;                 // 0    OVF_MAGIC once initialised
-  uint32_t layout_version;        // 8
-  uint32_t header_size;           // 12   OVF_HEADER_SIZE
-  uint32_t record_size;           // 16   OVF_RECORD_SIZE
-  uint32_t record_capacity;       // 20   a power of two
-  uint64_t records_addr;          // 24   ovf_record[record_capacity]
-  uint64_t write_seq;             // 32   records reserved so far (next seq)
-  uint64_t batch;                 // 40   the batch counter (the reference's batch_number)
-  uint64_t first_nonfinite_seq;   // 48   first line with NaN/Inf since the session began, or OVF_NO_SEQ
-  uint64_t last_event_seq;        // 56   FRAME seq of the latest stop event, or OVF_NO_SEQ
-  uint64_t names_index_addr;      // 64   uint32 pairs {offset, length} into the arena
-  uint64_t names_arena_addr;      // 72   bytes
-  uint32_t names_capacity;        // 80   entries in the index
-  uint32_t names_count;           // 84   entries written (an entry is complete before it counts)
-  uint32_t names_arena_size;      // 88
-  uint32_t names_arena_used;      // 92
-  int32_t pid;                    // 96
-  int32_t rank;                   // 100  RANK, -1 when not distributed
-  int32_t local_rank;             // 104  LOCAL_RANK, -1
-  int32_t world_size;             // 108  WORLD_SIZE, 1
-  int32_t device_index;           // 112  -1: cpu
-  uint32_t runtime_version;       // 116  major << 16 | minor << 8 | patch
-  uint32_t detection_state;       // 120  0 off, 1 watching, 2 non-finite seen
-  uint32_t max_frames_to_save;    // 124  the report's frame count
-  uint32_t last_event_kind;       // 128  enum ovf_stop_bits of the latest event
-  uint32_t frames_per_batch_hint; // 132  frames the last complete batch had
-  uint64_t frames_written;        // 136  FRAME records so far
-  uint64_t start_time_ns;         // 144  CLOCK_REALTIME at initialisation
+  uint64_t magic;            // 0    OVF_MAGIC once initialised
+  uint32_t layout_version;   // 8
+  uint32_t header_size;      // 12   OVF_HEADER_SIZE
+  uint32_t record_size;      // 16   OVF_RECORD_SIZE
+  uint32_t record_capacity;  // 20   a power of two
+  uint64_t records_addr;     // 24   ovf_record[record_capacity]
+  uint64_t write_seq;        // 32   records reserved so far (next seq)
+  uint64_t batch;            // 40   the batch counter (the reference's batch_number)
+  uint64_t
+      first_nonfinite_seq;    // 48   first line with NaN/Inf since the session began, or OVF_NO_SEQ
+  uint64_t last_event_seq;    // 56   FRAME seq of the latest stop event, or OVF_NO_SEQ
+  uint64_t names_index_addr;  // 64   uint32 pairs {offset, length} into the arena
+  uint64_t names_arena_addr;  // 72   bytes
+  uint32_t names_capacity;    // 80   entries in the index
+  uint32_t names_count;       // 84   entries written (an entry is complete before it counts)
+  uint32_t names_arena_size;  // 88
+  uint32_t names_arena_used;  // 92
+  int32_t pid;                // 96
+  int32_t rank;               // 100  RANK, -1 when not distributed
+  int32_t local_rank;         // 104  LOCAL_RANK, -1
+  int32_t world_size;         // 108  WORLD_SIZE, 1
+  int32_t device_index;       // 112  -1: cpu
+  uint32_t runtime_version;   // 116  major << 16 | minor << 8 | patch
+  uint32_t detection_state;   // 120  0 off, 1 watching, 2 non-finite seen
+  uint32_t max_frames_to_save;     // 124  the report's frame count
+  uint32_t last_event_kind;        // 128  enum ovf_stop_bits of the latest event
+  uint32_t frames_per_batch_hint;  // 132  frames the last complete batch had
+  uint64_t frames_written;         // 136  FRAME records so far
+  uint64_t start_time_ns;          // 144  CLOCK_REALTIME at initialisation
   uint8_t reserved0[OVF_CONTROL_OFFSET - 152];
-  ovf_control control;            // 256
+  ovf_control control;  // 256
   uint8_t reserved1[OVF_HEADER_SIZE - OVF_CONTROL_OFFSET - OVF_CONTROL_SIZE];
 } ovf_state_t;
 
