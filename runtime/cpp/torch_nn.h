@@ -9,14 +9,7 @@
 #include <utility>
 #include <vector>
 
-namespace torch {
-namespace nn {
-class Module;
-}  // namespace nn
-namespace optim {
-class Optimizer;
-}  // namespace optim
-}  // namespace torch
+#include "ovf/ovf.h"  // declares torch::nn::Module and torch::optim::Optimizer
 
 namespace ovf {
 namespace detail {

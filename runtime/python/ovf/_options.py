@@ -111,26 +111,23 @@ def headroom_code(name, where="headroom"):
     return HEADROOM_DTYPES[name]
 
 
-def observe_bits(text, where="observe"):
-    """A comma list from "ops", "backward", "optimizer_state" as the control block's observe bits."""
+def _bits(text, where, table, what):
+    """A comma list of `table`'s names as the bits they stand for."""
     bits = 0
     for name in (n.strip() for n in text.split(",")):
         if not name:
             continue
-        if name not in OBSERVE_BITS:
-            raise OptionError(f"ovf: {where} names what to observe from {', '.join(OBSERVE_BITS)}; "
-                              f"got {name!r}")
-        bits |= OBSERVE_BITS[name]
+        if name not in table:
+            raise OptionError(f"ovf: {where} names {what} from {', '.join(table)}; got {name!r}")
+        bits |= table[name]
     return bits
+
+
+def observe_bits(text, where="observe"):
+    """A comma list from "ops", "backward", "optimizer_state" as the control block's observe bits."""
+    return _bits(text, where, OBSERVE_BITS, "what to observe")
 
 
 def stop_mask(text, where="stop"):
     """A comma list of STOP_BITS names (e.g. "nan,inf,traced") as the stop bits."""
-    mask = 0
-    for name in (n.strip() for n in text.split(",")):
-        if not name:
-            continue
-        if name not in STOP_BITS:
-            raise OptionError(f"ovf: {where} names events from {', '.join(STOP_BITS)}; got {name!r}")
-        mask |= STOP_BITS[name]
-    return mask
+    return _bits(text, where, STOP_BITS, "events")
