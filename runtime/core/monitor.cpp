@@ -21,6 +21,14 @@ void append_batch_marker(uint64_t batch) {
   append_records(&marker, 1);
 }
 
+// The ABOVE / BELOW stop bits a floating line's magnitudes raise.
+uint32_t threshold_bits(const ovf_record& r) {
+  if (!is_floating(static_cast<ovf_dtype>(r.dtype))) return 0;
+  const ovf_control& c = ovf_state.control;
+  return (r.abs_max > read_control(c.above) ? uint32_t{OVF_STOP_ABOVE} : 0u) |
+         (r.abs_min_nonzero < read_control(c.below) ? uint32_t{OVF_STOP_BELOW} : 0u);
+}
+
 // The "<label> has nans" / "has infs" lines the reference prints for a line.
 std::string nonfinite_text(const ovf_record& r, std::string_view label) {
   const std::string escaped = escape_text(label);
@@ -74,6 +82,7 @@ std::string Monitor::start_session(const SessionOptions& o) {
   last_frame_end_ = __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE);
   pending_detection_ = 0;
   frames_this_batch_ = 0;
+  between_batches_.store(false, std::memory_order_release);
   {
     std::lock_guard<std::mutex> lock(response_mutex_);
     report_floor_ = last_frame_end_;
@@ -118,12 +127,18 @@ bool Monitor::module_matches(uint32_t name_id) {
   return entry.second;
 }
 
-// The batch a record belongs to: a backward pass and an optimizer step belong
-// to the batch whose forward the root already counted.
-uint64_t Monitor::current_batch_for(uint32_t flags) const {
+// The batch rule, for every record that is not a module frame: a record
+// belongs to the batch whose forward, loss, backward or optimizer step is
+// running. The reference's counter (ovf_state.batch) advances when the root
+// module's forward ends; until the next root forward begins, what runs (the
+// loss, the backward pass, the step) still belongs to the batch it counted.
+// Programs without a root forward (the C++ API) end batches with end_batch().
+uint64_t Monitor::record_batch() const {
   const uint64_t counter = ovf_state.batch;
-  return (flags & OVF_FLAG_BACKWARD) && counter > 0 ? counter - 1 : counter;
+  return between_batches_.load(std::memory_order_acquire) && counter > 0 ? counter - 1 : counter;
 }
+
+void Monitor::begin_root_forward() { between_batches_.store(false, std::memory_order_release); }
 
 // ---------------------------------------------------------------- the commit step
 
@@ -169,8 +184,8 @@ Monitor::Committed Monitor::commit(ovf_record* records, uint32_t count,
 
 // ---------------------------------------------------------------- the response step
 
-std::string Monitor::report_text(uint64_t end) {
-  return format_event_report(ovf_state.batch, report_floor_, end, ovf_state.max_frames_to_save);
+std::string Monitor::report_text(uint64_t end, uint64_t batch) {
+  return format_event_report(batch, report_floor_, end, ovf_state.max_frames_to_save);
 }
 
 Response Monitor::respond(uint32_t events, uint64_t end, uint64_t batch, bool can_raise) {
@@ -186,11 +201,11 @@ Response Monitor::respond(uint32_t events, uint64_t end, uint64_t batch, bool ca
   std::lock_guard<std::mutex> lock(response_mutex_);
   switch (on_event) {
     case OVF_ON_EVENT_WARN:
-      if (!acted_once_) out.text = report_text(end);
+      if (!acted_once_) out.text = report_text(end, batch);
       acted_once_ = true;
       break;
     case OVF_ON_EVENT_ABORT:
-      out.text = report_text(end);
+      out.text = report_text(end, batch);
       out.action = Action::kAbort;
       out.message = abort_message();
       break;
@@ -198,18 +213,18 @@ Response Monitor::respond(uint32_t events, uint64_t end, uint64_t batch, bool ca
       // Wait at the first event only: once released, every later frame carries
       // the same NaN onward and would stop again.
       if (!acted_once_) {
-        out.text = report_text(end) + attach_instructions(getpid());
+        out.text = report_text(end, batch) + attach_instructions(getpid());
         out.action = Action::kWait;
       }
       acted_once_ = true;
       break;
     default:  // raise
       if (can_raise) {
-        out.text = report_text(end);
+        out.text = report_text(end, batch);
         out.action = Action::kRaise;
         out.message = kOverflowMessage;
       } else if (!raise_pending_) {
-        out.text = report_text(end);
+        out.text = report_text(end, batch);
         raise_pending_ = true;
         raise_batch_ = batch;
       }
@@ -245,11 +260,7 @@ Response Monitor::finish_frame(FrameBuilder& frame) {
     if (r.kind == OVF_KIND_FRAME || !(r.flags & OVF_FLAG_HAS_STATS) || r.numel == 0) continue;
     if (r.flags & OVF_FLAG_NONFINITE)
       (r.kind == OVF_KIND_OUTPUT ? output_nonfinite : carried_in) = true;
-    line_events |= nonfinite_bits(r);
-    if (is_floating(static_cast<ovf_dtype>(r.dtype))) {
-      if (r.abs_max > read_control(c.above)) line_events |= OVF_STOP_ABOVE;
-      if (r.abs_min_nonzero < read_control(c.below)) line_events |= OVF_STOP_BELOW;
-    }
+    line_events |= nonfinite_bits(r) | threshold_bits(r);
   }
   ovf_record& header = records.front();
   if (trace_mode) header.flags |= OVF_FLAG_TRACED;
@@ -294,7 +305,10 @@ Response Monitor::finish_frame(FrameBuilder& frame) {
         out.text += nonfinite_text(r, interned(r.label_id));
     }
   }
-  if (frame.is_root()) end_batch();
+  if (frame.is_root()) {
+    end_batch();
+    between_batches_.store(true, std::memory_order_release);
+  }
   if (trace_mode) {
     // reset_saved_frames() then trace_frames(): only this frame, with the
     // batch markers written since the previous frame.
@@ -306,7 +320,9 @@ Response Monitor::finish_frame(FrameBuilder& frame) {
   last_frame_end_ = done.end;
 
   if (done.events) {
-    Response event = respond(done.events, done.end, batch, /*can_raise=*/true);
+    // The header's batch_number is the reference's counter: for the root
+    // module's own frame it already counts the batch that just ended.
+    Response event = respond(done.events, done.end, ovf_state.batch, /*can_raise=*/true);
     out.text += event.text;
     out.action = event.action;
     out.message = event.message;
@@ -349,18 +365,24 @@ uint32_t Monitor::optimizer_step(FrameBuilder& frame, bool carried) {
     raw |= nonfinite_bits(records[i]);
   }
   // The step belongs to the batch whose gradients it applied.
-  const Committed done =
-      commit(records.data(), static_cast<uint32_t>(records.size()),
-             {current_batch_for(OVF_FLAG_BACKWARD), raw, !carried, records.front().name_id});
+  const Committed done = commit(records.data(), static_cast<uint32_t>(records.size()),
+                                {record_batch(), raw, !carried, records.front().name_id});
   return done.events;
 }
 
-uint32_t Monitor::op_output(ovf_record& r) {
-  const uint32_t raw = !(r.flags & OVF_FLAG_NONFINITE) || (r.flags & OVF_FLAG_CONSTANT) ? 0u
-                       : (r.flags & OVF_FLAG_BACKWARD) ? uint32_t{OVF_STOP_BACKWARD}
-                                                       : nonfinite_bits(r);
-  const Committed done = commit(
-      &r, 1, {current_batch_for(r.flags), raw, (r.flags & OVF_FLAG_PRODUCER) != 0, r.context_id});
+uint32_t Monitor::commit_line(ovf_record& r) {
+  uint32_t raw = 0;
+  if ((r.flags & OVF_FLAG_NONFINITE) && !(r.flags & OVF_FLAG_CONSTANT)) {
+    raw = (r.flags & OVF_FLAG_BACKWARD) ? uint32_t{OVF_STOP_BACKWARD} : nonfinite_bits(r);
+  }
+  // A forward op's values count against the thresholds too (watch --above,
+  // --headroom): the stop comes at the op that made a value too large, before
+  // a cast to a narrower type overflows.
+  if (!(r.flags & OVF_FLAG_BACKWARD) && (r.flags & OVF_FLAG_HAS_STATS) && r.numel) {
+    raw |= threshold_bits(r);
+  }
+  const Committed done =
+      commit(&r, 1, {record_batch(), raw, (r.flags & OVF_FLAG_PRODUCER) != 0, r.context_id});
   return done.events;
 }
 
@@ -375,7 +397,7 @@ bool Monitor::checkpoint(ovf_record line, const std::string& ctx, std::string* t
   *text += nonfinite_text(line, ctx);
   // The reference's detect_overflow only reports: a debugger stops here, the
   // process itself never acts on it.
-  commit(&line, 1, {ovf_state.batch, nonfinite_bits(line), /*producer=*/true, line.name_id});
+  commit(&line, 1, {record_batch(), nonfinite_bits(line), /*producer=*/true, line.name_id});
   return (line.flags & OVF_FLAG_NONFINITE) != 0;
 }
 

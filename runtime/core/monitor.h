@@ -8,6 +8,7 @@
 #ifndef OVF_MONITOR_H
 #define OVF_MONITOR_H
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -46,6 +47,10 @@ class Monitor {
   // here. Returns the new batch number.
   uint64_t end_batch();
 
+  // The root module's forward begins (its pre-hook): records from now on
+  // belong to the batch the counter says (see record_batch in monitor.cpp).
+  void begin_root_forward();
+
   // After optimizer.step(): `frame` holds the parameters (and state tensors)
   // that came out non-finite. `carried`: a gradient of one of them was
   // non-finite already. Never acts: without a debugger the next forward
@@ -57,10 +62,12 @@ class Monitor {
   // lines to `text` and returns whether it holds either.
   bool checkpoint(ovf_record line, const std::string& ctx, std::string* text);
 
-  // An op's output (OP_OUTPUT) or a module output's gradient (GRAD): flags and
-  // context filled in by the op observer. Thread-safe. Returns the events;
-  // drivers that act on ops call respond_to_op with them.
-  uint32_t op_output(ovf_record& line);
+  // A standalone line: an op's output (OP_OUTPUT), a module output's gradient
+  // (GRAD), a buffer that turned non-finite (BUFFER); its source filled in the
+  // flags (producer, carrier, constant, backward) and the module (context_id).
+  // Thread-safe. Returns the events; drivers that act on them call
+  // respond_to_op.
+  uint32_t commit_line(ovf_record& line);
 
   // What the process does about an op event (on_event): the report text, and
   // abort / wait; raise becomes pending (take_pending_raise), because an op's
@@ -89,11 +96,12 @@ class Monitor {
   };
   Committed commit(ovf_record* records, uint32_t count, const CommitRequest& request);
 
-  // The one response step: `end` bounds the report, `batch` is the event's.
+  // The one response step: `end` bounds the report, `batch` is the event's
+  // (the report's batch_number).
   Response respond(uint32_t events, uint64_t end, uint64_t batch, bool can_raise);
-  std::string report_text(uint64_t end);
+  std::string report_text(uint64_t end, uint64_t batch);
   bool in_trace_batch(uint64_t batch) const;
-  uint64_t current_batch_for(uint32_t flags) const;
+  uint64_t record_batch() const;
 
   bool active_ = false;
   uint64_t total_calls_ = 0;
@@ -101,9 +109,10 @@ class Monitor {
   uint32_t pending_detection_ = 0;  // the reference's sticky detected_overflow (NAN/INF bits)
   uint64_t last_nonfinite_seq_ = OVF_NO_SEQ;  // newest record holding a NaN/Inf (atomic access)
   uint64_t frames_this_batch_ = 0;
-  std::mutex response_mutex_;  // ops respond from autograd threads too
-  uint64_t report_floor_ = 0;  // records before this seq were reported or reset
-  bool acted_once_ = false;    // WARN and WAIT act on the first event only
+  std::atomic<bool> between_batches_{false};  // the root forward ended, the next has not begun
+  std::mutex response_mutex_;                 // ops respond from autograd threads too
+  uint64_t report_floor_ = 0;                 // records before this seq were reported or reset
+  bool acted_once_ = false;                   // WARN and WAIT act on the first event only
   bool raise_pending_ = false;
   uint64_t raise_batch_ = 0;
   std::mutex glob_mutex_;  // module_matches runs on autograd threads too (backward ops)

@@ -112,6 +112,7 @@ std::string ring_configure(const RingConfig& config) {
   ovf_state.runtime_version = OVF_VERSION_MAJOR << 16 | OVF_VERSION_MINOR << 8 | OVF_VERSION_PATCH;
   ovf_state.max_frames_to_save = 21;
   ovf_state.start_time_ns = now_ns();
+  ovf_state.root_class_id = OVF_NO_ID;
 
   ovf_control& c = ovf_state.control;
   c.enabled = 1;

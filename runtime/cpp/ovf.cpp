@@ -86,6 +86,7 @@ Watch::Watch(torch::nn::Module& model, Options options) : state_(new State) {
       }
     }
     set_op_context_from_parameters(true);
+    ovf_state.root_class_id = intern(detail::module_class(model));
     SessionOptions session;
     session.max_frames_to_save = o.max_frames_to_save;
     session.on_event = static_cast<ovf_on_event>(e.on_event);

@@ -45,6 +45,8 @@ std::vector<NamedModule> named_modules(const torch::nn::Module& model) {
   return out;
 }
 
+std::string module_class(const torch::nn::Module& module) { return module.name(); }
+
 uint32_t check_optimizer(const torch::optim::Optimizer& optimizer) {
   StepCheck check(class_name(optimizer));
   size_t index = 0;

@@ -25,6 +25,9 @@ struct NamedModule {
 // is listed under each path: the first one wins where it matters).
 std::vector<NamedModule> named_modules(const torch::nn::Module& model);
 
+// The module's class name as torch::nn reports it ("StretchImpl").
+std::string module_class(const torch::nn::Module& module);
+
 // The optimizer's parameters checked after its step (optimizer_check.h);
 // returns the stop events.
 uint32_t check_optimizer(const torch::optim::Optimizer& optimizer);

@@ -101,6 +101,7 @@ PYBIND11_MODULE(_ovf, m) {
   m.doc() = "ovf runtime: module hooks feeding the frame ring (see ovf/__init__.py for the API)";
   m.attr("__version__") = OVF_VERSION_STRING;
   m.attr("LAYOUT_VERSION") = OVF_LAYOUT_VERSION;
+  m.attr("OVERFLOW_MESSAGE") = ovf::kOverflowMessage;
 
   m.def("forward_hook", &ovf::forward_hook,
         "Forward hook (module, args, output) for a watched module.");

@@ -4,6 +4,7 @@
 
 #include <unordered_map>
 
+#include "buffer_watch.h"
 #include "control.h"
 #include "gradients.h"
 #include "module_stack.h"
@@ -26,6 +27,7 @@ struct ModuleEntry {
   uint32_t name_id = 0;
   uint32_t class_id = 0;
   WeightCache weights;
+  BufferWatch buffers;
 };
 
 std::unordered_map<PyObject*, ModuleEntry>& modules() {
@@ -39,6 +41,8 @@ py::list* g_kwargs_stack = nullptr;
 // Python-side callback for a module called that ovf has not named yet (auto mode).
 py::object* g_discover = nullptr;
 py::object* g_nonfinite_error = nullptr;
+py::object* g_op_error =
+    nullptr;  // its subclass whose bare instance carries the reference's message
 
 void write_stdout(const std::string& text) {
   if (text.empty()) return;
@@ -76,6 +80,53 @@ void act(const Response& out) {
   }
 }
 
+// A raise decided at an op, not delivered there: raised by the next hook.
+void raise_pending() {
+  uint64_t batch = 0;
+  if (!Monitor::instance().take_pending_raise(&batch)) return;
+  PyErr_SetString(g_nonfinite_error->ptr(), kOverflowMessage);
+  throw py::error_already_set();
+}
+
+// Raises `type` in this thread as soon as it runs Python code again (the op
+// returns to the line that called it). Only a thread that runs Python can.
+bool raise_asynchronously(PyObject* type) {
+  return PyThreadState_SetAsyncExc(PyThread_get_thread_ident(), type) == 1;
+}
+
+// The op observer's handler in Python programs: the core's response, carried
+// out at the op, which runs with the GIL released more often than not. An op
+// cannot throw: a raise reaches the program as an asynchronous exception of
+// g_op_error (NonFiniteError with the reference's message) right after the op,
+// or at the next hook on a thread that runs no Python.
+void on_op_event(const ovf_record& record, uint32_t events) {
+  const bool python_thread = PyGILState_GetThisThreadState() != nullptr;
+  py::gil_scoped_acquire gil;
+  try {
+    const Response response = Monitor::instance().respond_to_op(record, events);
+    write_stdout(response.text);
+    if (response.action == Action::kAbort) {
+      flush_stdio();
+      abort_now(response.message);
+    }
+    if (response.action == Action::kWait) {
+      flush_stdio();
+      if (!wait_for_release([] { return PyErr_CheckSignals() != 0; })) {
+        PyErr_Clear();
+        if (python_thread) raise_asynchronously(PyExc_KeyboardInterrupt);
+      }
+    }
+    uint64_t batch = 0;
+    if (python_thread && Monitor::instance().take_pending_raise(&batch) &&
+        !raise_asynchronously(g_op_error->ptr())) {
+      PyErr_SetString(PyExc_RuntimeError, "ovf: the raise could not be delivered");
+      throw py::error_already_set();
+    }
+  } catch (const py::error_already_set& e) {
+    PyErr_Clear();  // printing failed (a closed stdout): the event stays in the ring
+  }
+}
+
 FrameBuilder& frame_builder() {
   static thread_local FrameBuilder builder;
   return builder;
@@ -101,6 +152,7 @@ void watch_output_gradients(uint32_t module_id, PyObject* output) {
 void on_forward(PyObject* module, PyObject* args, PyObject* kwargs, PyObject* output) {
   const uint64_t forward_start = pop_module(module);
   if (!running()) return;
+  raise_pending();
   sync_op_observer();
   auto it = modules().find(module);
   if (it == modules().end()) return;  // not part of a watched model
@@ -130,6 +182,11 @@ void on_forward(PyObject* module, PyObject* args, PyObject* kwargs, PyObject* ou
   }
   label = "output";
   add_python_value(frame, OVF_KIND_OUTPUT, output, label, 0);
+  // Buffers the forward updated (BatchNorm's running statistics): a standalone
+  // record where one turned non-finite, before the frame that may carry it.
+  for_each_own_buffer(entry.module.ptr(), [&](const char* name, const at::Tensor& t) {
+    entry.buffers.check(entry.name_id, name, t);
+  });
   if (read_control(ovf_state.control.observe) & OVF_OBSERVE_BACKWARD)
     watch_output_gradients(entry.name_id, output);
   act(Monitor::instance().finish_frame(frame));
@@ -177,6 +234,7 @@ std::string type_name(py::handle object) {
 
 void check_optimizer(py::handle optimizer) {
   if (!running()) return;
+  raise_pending();
   StepCheck check(type_name(optimizer));
   size_t index = 0;
   // Its state (Adam's exp_avg, exp_avg_sq, ...) when asked: more reads per step.
@@ -207,11 +265,13 @@ void check_optimizer(py::handle optimizer) {
 
 }  // namespace
 
-void set_python_callbacks(py::object kwargs_stack, py::object discover,
-                          py::object nonfinite_error) {
+void set_python_callbacks(py::object kwargs_stack, py::object discover, py::object nonfinite_error,
+                          py::object op_error) {
   g_kwargs_stack = new py::list(kwargs_stack);  // lives for the process, like the hooks
   g_discover = discover.is_none() ? nullptr : new py::object(discover);
   g_nonfinite_error = new py::object(nonfinite_error);
+  g_op_error = new py::object(op_error);
+  set_op_event_handler(&on_op_event);
 }
 
 void forward_hook(py::handle module, py::handle args, py::handle output) {
@@ -234,7 +294,11 @@ void forward_pre_hook(py::handle module, py::handle /*args*/) {
     it = modules().find(module.ptr());
   }
   if (it == modules().end()) return;
-  if (module.ptr() == g_root) clear_modules_on_thread();  // drops entries of forwards that raised
+  if (module.ptr() == g_root) {
+    clear_modules_on_thread();  // drops entries of forwards that raised
+    Monitor::instance().begin_root_forward();
+    raise_pending();
+  }
   push_module(module.ptr(), it->second.name_id,
               __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE));
 }
@@ -245,7 +309,11 @@ void watch_module(py::handle module, const std::string& name, bool is_root) {
   entry.name_id = intern(name);
   entry.class_id = intern(type_name(module));
   entry.weights.clear();
-  if (is_root) g_root = module.ptr();
+  entry.buffers.clear();
+  if (is_root) {
+    g_root = module.ptr();
+    ovf_state.root_class_id = entry.class_id;
+  }
   for_each_own_parameter(module.ptr(), [&](const char* param, const at::Tensor& t) {
     // the first name wins, as for shared modules in named_modules()
     register_parameter(t, entry.name_id,

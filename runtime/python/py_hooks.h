@@ -11,10 +11,12 @@
 namespace ovf {
 
 // The Python objects the driver calls back: the kwargs stack of the torch < 2
-// __call__ shim, auto mode's discover(module) (None: explicit mode), and the
-// exception class NonFiniteError.
+// __call__ shim, auto mode's discover(module) (None: explicit mode), the
+// exception class NonFiniteError and its subclass raised asynchronously after
+// an op (its bare instance carries the reference's message). Also makes the
+// driver act on op events.
 void set_python_callbacks(pybind11::object kwargs_stack, pybind11::object discover,
-                          pybind11::object nonfinite_error);
+                          pybind11::object nonfinite_error, pybind11::object op_error);
 
 // Module hooks (global in auto mode, per module in explicit mode).
 void forward_hook(pybind11::handle module, pybind11::handle args, pybind11::handle output);

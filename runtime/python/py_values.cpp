@@ -94,9 +94,12 @@ void add_python_value(FrameBuilder& frame, ovf_record_kind kind, PyObject* obj, 
   frame.add_value(OVF_KIND_NOT_TENSOR, intern(label));
 }
 
-void for_each_own_parameter(PyObject* module,
-                            const std::function<void(const char*, const at::Tensor&)>& fn) {
-  PyObject* params = PyObject_GetAttrString(module, "_parameters");
+namespace {
+
+// Calls fn for each tensor of the dict attribute `attribute` of `module`.
+void for_each_tensor_in(PyObject* module, const char* attribute,
+                        const std::function<void(const char*, const at::Tensor&)>& fn) {
+  PyObject* params = PyObject_GetAttrString(module, attribute);
   if (params == nullptr) {
     PyErr_Clear();
     return;
@@ -114,6 +117,18 @@ void for_each_own_parameter(PyObject* module,
     }
     fn(name, THPVariable_Unpack(value));
   }
+}
+
+}  // namespace
+
+void for_each_own_parameter(PyObject* module,
+                            const std::function<void(const char*, const at::Tensor&)>& fn) {
+  for_each_tensor_in(module, "_parameters", fn);
+}
+
+void for_each_own_buffer(PyObject* module,
+                         const std::function<void(const char*, const at::Tensor&)>& fn) {
+  for_each_tensor_in(module, "_buffers", fn);
 }
 
 }  // namespace ovf

@@ -27,6 +27,10 @@ std::string key_label(PyObject* key);
 void for_each_own_parameter(PyObject* module,
                             const std::function<void(const char*, const at::Tensor&)>& fn);
 
+// The same over its own _buffers.
+void for_each_own_buffer(PyObject* module,
+                         const std::function<void(const char*, const at::Tensor&)>& fn);
+
 }  // namespace ovf
 
 #endif  // OVF_PY_VALUES_H

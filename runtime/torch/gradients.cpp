@@ -14,7 +14,7 @@ void watch_output_gradient(const at::Tensor& output, uint32_t module_id, const s
     if (r.flags & OVF_FLAG_NO_DATA) return;
     r.name_id = module_id;
     r.context_id = module_id;
-    Monitor::instance().op_output(r);
+    Monitor::instance().commit_line(r);
   });
 }
 

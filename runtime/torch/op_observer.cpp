@@ -14,6 +14,7 @@
 
 #include <ATen/record_function.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cmath>
@@ -23,9 +24,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "constant_origins.h"
 #include "control.h"
 #include "module_stack.h"
 #include "monitor.h"
+#include "op_facts.h"
 #include "parameters.h"
 #include "record.h"
 #include "ring_writer.h"
@@ -38,11 +41,12 @@ namespace {
 // An op between its start and end callbacks.
 struct PendingOp {
   at::RecordFunctionHandle handle = 0;
-  bool in_place = false;
-  bool input_nonfinite = false;     // in-place ops: decided at the start
-  bool constant_nonfinite = false;  // a scalar argument or 0-dim tensor input is NaN/Inf
-  uint32_t context = OVF_NO_ID;     // the module the op runs in
-  std::vector<at::Tensor> inputs;   // other ops: checked at the end if needed
+  const OpFacts* facts = nullptr;
+  uint32_t context = OVF_NO_ID;    // the module the op runs in
+  bool carried_in = false;         // an input it writes was non-finite before it ran
+  bool constant = false;           // a NaN/Inf argument was a constant, or made from one
+  std::vector<at::Tensor> inputs;  // inputs it only reads: judged at the end if needed
+  std::vector<const void*> inner;  // storages of non-finite outputs ops nested in it recorded
 };
 
 std::atomic<OpEventHandler> g_op_event_handler{nullptr};
@@ -74,16 +78,6 @@ bool g_registered = false;
 
 uint32_t read_observe() { return read_control(ovf_state.control.observe); }
 
-// Op names are stable C strings of the operator registry: cache their ids.
-uint32_t op_name_id(const char* name) {
-  static thread_local std::unordered_map<const char*, uint32_t> ids;
-  auto it = ids.find(name);
-  if (it != ids.end()) return it->second;
-  const uint32_t id = intern(name);
-  ids.emplace(name, id);
-  return id;
-}
-
 uint32_t output_label_id(size_t index, size_t count) {
   static const uint32_t plain = intern("output");
   if (count == 1) return plain;
@@ -91,40 +85,6 @@ uint32_t output_label_id(size_t index, size_t count) {
   while (indexed.size() <= index)
     indexed.push_back(intern("output[" + std::to_string(indexed.size()) + "]"));
   return indexed[index];
-}
-
-bool ends_with(const char* s, const char* suffix) {
-  const size_t n = std::strlen(s), m = std::strlen(suffix);
-  return n >= m && std::strcmp(s + n - m, suffix) == 0;
-}
-
-// Ops whose outputs hold no values yet (fresh or resized memory): checking
-// them would find NaNs that nobody computed.
-bool writes_no_values(const char* name) {
-  static const char* const kNames[] = {"aten::empty",
-                                       "aten::empty_like",
-                                       "aten::empty_strided",
-                                       "aten::new_empty",
-                                       "aten::new_empty_strided",
-                                       "aten::resize_",
-                                       "aten::resize_as_",
-                                       "aten::set_",
-                                       "aten::as_strided_",
-                                       "aten::detach_",
-                                       "aten::t_",
-                                       "aten::transpose_",
-                                       "aten::squeeze_",
-                                       "aten::unsqueeze_"};
-  for (const char* n : kNames) {
-    if (std::strcmp(name, n) == 0) return true;
-  }
-  return false;
-}
-
-bool is_in_place(const at::RecordFunction& fn) {
-  if (ends_with(fn.name(), "_")) return true;
-  const auto op = fn.operator_name();
-  return op && op->overload_name == "out";
 }
 
 // A NaN/Inf handed to the op as a constant: a Python float argument, or a
@@ -192,27 +152,35 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   // node's number, and the one that makes it comes last, so it wins the slot.
   if (noted) {
     g_forward_ops[static_cast<size_t>(fn.seqNr()) % kForwardOps] = {fn.seqNr(),
-                                                                    op_name_id(fn.name()), context};
+                                                                    op_facts(fn).name_id, context};
   }
   if (!observed) return nullptr;
   if (t_depth == t_pending.size()) t_pending.emplace_back();
   PendingOp& op = t_pending[t_depth++];
   op.handle = fn.handle();
+  op.facts = &op_facts(fn);
   op.context = context;
-  op.in_place = is_in_place(fn);
-  op.input_nonfinite = false;
-  op.constant_nonfinite = false;
+  op.carried_in = false;
+  op.constant = false;
   op.inputs.clear();
+  op.inner.clear();
+  const std::vector<bool>& written = op.facts->written;
+  // Without a schema, an in-place op's inputs are judged before it writes them.
+  const bool judge_all_now = written.empty() && op.facts->in_place;
+  size_t index = 0;
   for (const c10::IValue& input : fn.inputs()) {
+    const size_t i = index++;
     if (constant_nonfinite(input)) {
-      op.constant_nonfinite = true;  // deliberate: the op was told to make this value
+      op.constant = true;  // deliberate: the op was told to make this value
       continue;
     }
+    const bool now = judge_all_now || (i < written.size() && written[i]);
+    if (now && i < written.size() && !op.facts->old_values_read[i]) continue;  // overwritten whole
     for_each_tensor(input, [&](const at::Tensor& t) {
-      if (op.in_place) {
-        op.input_nonfinite = op.input_nonfinite || tensor_nonfinite(t);
-      } else {
+      if (!now) {
         op.inputs.push_back(t);
+      } else if (tensor_nonfinite(t)) {
+        (has_constant_origin(t) ? op.constant : op.carried_in) = true;
       }
     });
   }
@@ -228,39 +196,59 @@ bool aliases_an_input(const at::Tensor& out, const PendingOp& op) {
   return false;
 }
 
-void record_outputs(const at::RecordFunction& fn, PendingOp& op) {
-  const char* name = fn.name();
-  if (writes_no_values(name)) return;
+// Judges the inputs the op only read, once an output came out non-finite.
+void judge_read_inputs(PendingOp& op) {
+  for (const at::Tensor& in : op.inputs) {
+    if (tensor_nonfinite(in)) (has_constant_origin(in) ? op.constant : op.carried_in) = true;
+  }
+}
+
+bool holds_storage(const std::vector<const void*>& storages, const at::Tensor& t) {
+  return t.has_storage() && std::find(storages.begin(), storages.end(),
+                                      t.storage().unsafeGetStorageImpl()) != storages.end();
+}
+
+// `parent`: the op this one runs inside, or nullptr.
+void record_outputs(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent) {
+  if (op.facts->writes_no_values) return;
   const bool backward = in_backward();
   const BackwardNode* node = backward ? &t_backward.back() : nullptr;
   std::vector<at::Tensor> outputs;
   for (const c10::IValue& value : fn.outputs()) {
     for_each_tensor(value, [&](const at::Tensor& t) { outputs.push_back(t); });
   }
-  bool inputs_checked = false, carried = op.input_nonfinite;
+  bool judged = false;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const at::Tensor& out = outputs[i];
-    // A view of an input produces no values of its own (in-place ops do).
-    if (!op.in_place && aliases_an_input(out, op)) continue;
+    // A view of an input produces no values of its own (in-place ops do); an
+    // output a nested op made and recorded is that op's: one call, one record.
+    if (!op.facts->in_place && aliases_an_input(out, op)) continue;
+    if (holds_storage(op.inner, out)) {
+      if (parent != nullptr) parent->inner.push_back(out.storage().unsafeGetStorageImpl());
+      continue;
+    }
     TensorView view;
     if (!readable_view(out, &view)) continue;
     const Stats s = compute_stats_cpu(view);
     uint32_t role = 0;
     if (s.nonfinite()) {
-      if (!inputs_checked) {
-        for (const at::Tensor& in : op.inputs) carried = carried || tensor_nonfinite(in);
-        inputs_checked = true;
+      if (!judged) judge_read_inputs(op);
+      judged = true;
+      role = op.carried_in ? OVF_FLAG_CARRIER : op.constant ? OVF_FLAG_CONSTANT : OVF_FLAG_PRODUCER;
+      if (role == OVF_FLAG_CONSTANT) note_constant_origin(out);
+      // The enclosing op returns this value: it is this op's event, not its.
+      // (Only non-finite values: an inner op may write an intermediate value
+      // that the outer one goes on to change in place, as addmm after copy_.)
+      if (parent != nullptr && out.has_storage()) {
+        parent->inner.push_back(out.storage().unsafeGetStorageImpl());
       }
-      role = carried                 ? OVF_FLAG_CARRIER
-             : op.constant_nonfinite ? OVF_FLAG_CONSTANT
-                                     : OVF_FLAG_PRODUCER;
     }
     ovf_record r = make_line(OVF_KIND_OP_OUTPUT, output_label_id(i, outputs.size()), s, view.dtype,
                              device_of(out), role | (backward ? OVF_FLAG_BACKWARD : 0));
-    r.name_id = op_name_id(name);
+    r.name_id = op.facts->name_id;
     r.context_id = node != nullptr ? node->module_id : op.context;
     r.aux_id = node != nullptr ? node->forward_op_id : OVF_NO_ID;
-    const uint32_t events = Monitor::instance().op_output(r);
+    const uint32_t events = Monitor::instance().commit_line(r);
     if (events != 0) {
       if (OpEventHandler handler = g_op_event_handler.load(std::memory_order_acquire))
         handler(r, events);
@@ -286,11 +274,12 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
   PendingOp& op = t_pending[i - 1];
   try {
     if (Monitor::instance().active() && read_control(ovf_state.control.enabled))
-      record_outputs(fn, op);
+      record_outputs(fn, op, i >= 2 ? &t_pending[i - 2] : nullptr);
   } catch (const std::exception&) {
     // An op's outputs ovf cannot read must never fail the op itself.
   }
   op.inputs.clear();  // release the references now, not when the slot is reused
+  op.inner.clear();
   t_depth = i - 1;
 }
 

@@ -25,8 +25,15 @@ void StepCheck::parameter(const at::Tensor& param, size_t index) {
   named.label_id = intern(name_of(param, index));
   frame_.add_line(named);
   any_ = true;
+  // The gradient brought the NaN/Inf (the step only applied it) or not (the
+  // step made it): its line says which, next to the parameter's.
   const at::Tensor& grad = param.grad();
-  if (grad.defined() && tensor_nonfinite(grad)) carried_ = true;
+  if (!grad.defined()) return;
+  ovf_record grad_line = tensor_line(OVF_KIND_STEP_PARAM, 0, grad);
+  if (!(grad_line.flags & OVF_FLAG_NONFINITE)) return;
+  grad_line.label_id = intern(name_of(param, index) + ".grad");
+  frame_.add_line(grad_line);
+  carried_ = true;
 }
 
 void StepCheck::state(const at::Tensor& param, size_t index, const std::string& slot,

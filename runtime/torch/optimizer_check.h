@@ -1,6 +1,7 @@
 // After optimizer.step(): the parameters (and, when asked, state tensors such
 // as Adam's moments) that came out non-finite, as one STEP frame named after
-// the optimizer, named by parameter path (parameters.h). A healthy step costs
+// the optimizer, named by parameter path (parameters.h); beside each, its
+// gradient ("<path>.grad") when that was non-finite already. A healthy step costs
 // one read of each parameter and writes no record.
 #ifndef OVF_OPTIMIZER_CHECK_H
 #define OVF_OPTIMIZER_CHECK_H

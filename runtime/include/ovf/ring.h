@@ -53,6 +53,8 @@ enum ovf_record_kind {
   OVF_KIND_NOT_TENSOR = 10,  // a non-tensor value at label_id
   OVF_KIND_STEP = 11,  // optimizer.step(): name_id "optimizer.step", label_id the optimizer's class
   OVF_KIND_STEP_PARAM = 12,  // a parameter non-finite after that step: label_id "module.path.name"
+  OVF_KIND_BUFFER = 13,      // a module's buffer that turned non-finite in its forward (BatchNorm's
+                         // running_var): standalone; label_id = its path, context_id = the module
 };
 
 // Tensor element types as the runtime sees them (independent of torch's enum).
@@ -206,7 +208,9 @@ typedef struct ovf_state_t {
   uint32_t frames_per_batch_hint;  // 132  frames the last complete batch had
   uint64_t frames_written;         // 136  FRAME records so far
   uint64_t start_time_ns;          // 144  CLOCK_REALTIME at initialisation
-  uint8_t reserved0[OVF_CONTROL_OFFSET - 152];
+  uint32_t root_class_id;          // 152  class name of the watched model (OVF_NO_ID: none), for
+                                   //      "<root Classifier>" where a module path is empty
+  uint8_t reserved0[OVF_CONTROL_OFFSET - 156];
   ovf_control control;  // 256
   uint8_t reserved1[OVF_HEADER_SIZE - OVF_CONTROL_OFFSET - OVF_CONTROL_SIZE];
 } ovf_state_t;
@@ -291,6 +295,7 @@ static_assert(offsetof(ovf_state_t, last_event_kind) == 128, "layout");
 static_assert(offsetof(ovf_state_t, frames_per_batch_hint) == 132, "layout");
 static_assert(offsetof(ovf_state_t, frames_written) == 136, "layout");
 static_assert(offsetof(ovf_state_t, start_time_ns) == 144, "layout");
+static_assert(offsetof(ovf_state_t, root_class_id) == 152, "layout");
 static_assert(offsetof(ovf_state_t, control) == OVF_CONTROL_OFFSET, "layout");
 #endif
 

@@ -15,11 +15,13 @@ _batch_root = None
 _enabled = False
 
 
-def discover(module):
-    """Names `module` and its submodules; called by the C++ pre-hook on first sight."""
+def discover(module, becomes_batch_root=None):
+    """Names `module` and its submodules; called by the C++ pre-hook on first sight.
+    It becomes the batch root when it is the largest root seen (or when told)."""
     global _batch_root
     named = list(module.named_modules())
-    becomes_batch_root = _batch_root is None or len(named) > _root_sizes.get(_batch_root, 0)
+    if becomes_batch_root is None:
+        becomes_batch_root = _batch_root is None or len(named) > _root_sizes.get(_batch_root, 0)
     for name, sub in named:
         # a larger root renames what a smaller one named first
         if becomes_batch_root or not _ovf.is_watched(sub):
@@ -27,6 +29,12 @@ def discover(module):
     _root_sizes[module] = len(named)
     if becomes_batch_root:
         _batch_root = module
+
+
+def adopt(model):
+    """An explicit DebugUnderflowOverflow(model) joins this session: `model` is
+    the batch root from now on."""
+    discover(model, becomes_batch_root=True)
 
 
 def is_enabled():

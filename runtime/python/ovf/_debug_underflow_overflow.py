@@ -49,23 +49,37 @@ class DebugUnderflowOverflow:
         self.abort_after_batch_num = abort_after_batch_num
         abort_after = _options.optional_batch(abort_after_batch_num)
         on_event = _options.on_event_code(on_nan)
+        if optimizers not in (False, True, "state"):
+            raise _options.OptionError(f"ovf: optimizers must be False, True or 'state'; got {optimizers!r}")
+        self._handles = []
         if _active is not None:
             _active.remove()
         # for shared modules only the first name is kept, as in the reference
         self.module_names = {}
         for name, module in model.named_modules():
             self.module_names.setdefault(module, name)
+        from . import _auto
+
+        if _auto.is_enabled():
+            # `python3 -m ovf` or a debugger's `ovf break-on-nan` watches every model
+            # already: one process, one session. This model becomes that session's
+            # batch root; its options stay those of the first activation.
+            _auto.adopt(model)
+            self._joined = True
+            _active = self
+            return
+        self._joined = False
         _ovf.clear_modules()
         for module, name in self.module_names.items():
             _ovf.watch_module(module, name, module is model)
         self._handles = [_hooks.register_forward_hook(m) for m in self.module_names]
-        if optimizers not in (False, True, "state"):
-            raise _options.OptionError(f"ovf: optimizers must be False, True or 'state'; got {optimizers!r}")
         bits = _options.OBSERVE_BITS
         observe = ((bits["ops"] if ops else 0) | (bits["backward"] if backward else 0)
                    | (bits["optimizer_state"] if optimizers == "state" else 0))
-        if ops or backward:  # the op observer names the innermost module: pre-hooks keep track
-            self._handles += [m.register_forward_pre_hook(_ovf.forward_pre_hook) for m in self.module_names]
+        # Pre-hooks: the root's starts each batch (the batch rule); with ops observed
+        # every module's keeps track of the innermost module, which names the ops.
+        hooked = self.module_names if ops or backward else [model]
+        self._handles += [m.register_forward_pre_hook(_ovf.forward_pre_hook) for m in hooked]
         if optimizers:
             from . import _optimizer
 
@@ -86,7 +100,9 @@ class DebugUnderflowOverflow:
         for handle in self._handles:
             handle.remove()
         self._handles = []
-        if _active is self:
+        if _active is self and self._joined:
+            _active = None  # the session is the first activation's: it goes on
+        elif _active is self:
             _ovf.set_control(observe=0)
             _ovf.sync_op_observer()
             _ovf.stop_session()

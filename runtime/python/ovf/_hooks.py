@@ -14,6 +14,19 @@ class NonFiniteError(ValueError):
     """Raised at the first inf/nan, like DebugUnderflowOverflow's ValueError."""
 
 
+class _RaisedAfterOp(NonFiniteError):
+    """Raised right after the ATen op that made the first inf/nan (ops observed):
+    the interpreter raises it by class, so a bare instance carries the message."""
+
+    def __init__(self, *args):
+        super().__init__(*(args or (_ovf.OVERFLOW_MESSAGE,)))
+
+
+# Tracebacks name the public class: ovf.NonFiniteError.
+NonFiniteError.__module__ = _RaisedAfterOp.__module__ = "ovf"
+_RaisedAfterOp.__name__ = _RaisedAfterOp.__qualname__ = "NonFiniteError"
+
+
 def _torch_version():
     parts = []
     for piece in torch.__version__.split("+")[0].split(".")[:2]:
@@ -34,7 +47,7 @@ def _discover(module):
     _auto.discover(module)
 
 
-_ovf.set_callbacks(_kwargs_stack, _discover, NonFiniteError)
+_ovf.set_callbacks(_kwargs_stack, _discover, NonFiniteError, _RaisedAfterOp)
 
 
 def _call_with_kwargs(self, *args, **kwargs):

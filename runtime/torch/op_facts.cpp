@@ -1,0 +1,76 @@
+#include "op_facts.h"
+
+#include <ATen/core/function_schema.h>
+
+#include <cstring>
+#include <string>
+#include <unordered_map>
+
+#include "ring_writer.h"
+
+namespace ovf {
+namespace {
+
+bool ends_with(const char* s, const char* suffix) {
+  const size_t n = std::strlen(s), m = std::strlen(suffix);
+  return n >= m && std::strcmp(s + n - m, suffix) == 0;
+}
+
+bool one_of(const char* name, std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    if (std::strcmp(name, n) == 0) return true;
+  }
+  return false;
+}
+
+// Ops whose outputs hold no values yet (fresh or resized memory): checking
+// them would find NaNs that nobody computed.
+bool writes_no_values(const char* name) {
+  return one_of(name, {"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
+                       "aten::new_empty_strided", "aten::resize_", "aten::resize_as_", "aten::set_",
+                       "aten::as_strided_", "aten::detach_", "aten::t_", "aten::transpose_",
+                       "aten::squeeze_", "aten::unsqueeze_"});
+}
+
+// In-place ops that overwrite their `self` whatever it held.
+bool overwrites_self(const char* name) {
+  return one_of(name, {"aten::copy_", "aten::fill_", "aten::zero_", "aten::normal_",
+                       "aten::uniform_", "aten::bernoulli_", "aten::random_", "aten::exponential_",
+                       "aten::geometric_", "aten::log_normal_", "aten::cauchy_"});
+}
+
+OpFacts learn(const at::RecordFunction& fn) {
+  OpFacts facts;
+  const char* name = fn.name();
+  facts.name_id = intern(name);
+  facts.writes_no_values = writes_no_values(name);
+  const auto op = fn.operator_name();
+  facts.in_place = ends_with(name, "_") || (op && op->overload_name == "out");
+  // The schema is a copy: fetched once per operator, never per call.
+  const auto schema = fn.operator_schema();
+  if (schema) {
+    const auto& arguments = schema->arguments();
+    facts.written.resize(arguments.size());
+    facts.old_values_read.resize(arguments.size(), true);
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      const auto* alias = arguments[i].alias_info();
+      facts.written[i] = alias != nullptr && alias->isWrite();
+      const bool overwritten =
+          arguments[i].name() == "out" || (i == 0 && facts.written[i] && overwrites_self(name));
+      if (facts.written[i] && overwritten) facts.old_values_read[i] = false;
+    }
+  }
+  return facts;
+}
+
+}  // namespace
+
+const OpFacts& op_facts(const at::RecordFunction& fn) {
+  static thread_local std::unordered_map<const char*, OpFacts> known;
+  const char* name = fn.name();
+  auto it = known.find(name);
+  if (it == known.end()) it = known.emplace(name, learn(fn)).first;
+  return it->second;
+}
+
+}  // namespace ovf

@@ -1,0 +1,31 @@
+// What the op observer needs to know about an ATen operator, learnt once per
+// operator (by its registry name, a stable C string) and cached per thread.
+#ifndef OVF_OP_FACTS_H
+#define OVF_OP_FACTS_H
+
+#include <ATen/record_function.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace ovf {
+
+struct OpFacts {
+  uint32_t name_id = 0;  // interned "aten::log"
+  bool writes_no_values =
+      false;              // its outputs hold no values yet (empty, resize_, views made in place)
+  bool in_place = false;  // "aten::add_", or an out= overload: its output is an input it writes
+  // Per input position: whether the op writes that argument (schema alias info,
+  // e.g. native_batch_norm's running_var) and whether the old values flow into
+  // the result (add_ yes; copy_, fill_, zero_ and out= arguments no). Inputs are
+  // judged as they were before the op ran: written ones at its start.
+  std::vector<bool> written;
+  std::vector<bool> old_values_read;
+};
+
+// The facts of the op `fn` runs. The reference stays valid for the thread's life.
+const OpFacts& op_facts(const at::RecordFunction& fn);
+
+}  // namespace ovf
+
+#endif  // OVF_OP_FACTS_H
