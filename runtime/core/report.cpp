@@ -22,9 +22,17 @@ std::string right_17(std::string_view word) {  // f"{word:>17}"
 
 std::string label_of(const ovf_record& r) { return escape_text(interned(r.label_id)); }
 
-std::string module_text(uint32_t id) {
-  return id == OVF_NO_ID ? "(no module)" : escape_text(interned(id));
+// A module path for people: the watched model itself (path "") by its class.
+std::string module_name(uint32_t id, const char* none) {
+  if (id == OVF_NO_ID) return none;
+  const std::string_view path = interned(id);
+  const uint32_t root_class = ovf_state.root_class_id;
+  if (path.empty() && root_class != OVF_NO_ID)
+    return "<root " + escape_text(interned(root_class)) + ">";
+  return escape_text(path);
 }
+
+std::string module_text(uint32_t id) { return module_name(id, "(no module)"); }
 
 }  // namespace
 
@@ -145,7 +153,8 @@ std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq,
     // detect_overflow checkpoints, op records and optimizer steps are not the
     // reference's frames.
     if (r->kind == OVF_KIND_CHECKPOINT || r->kind == OVF_KIND_OP_OUTPUT ||
-        r->kind == OVF_KIND_STEP || r->kind == OVF_KIND_STEP_PARAM || r->kind == OVF_KIND_GRAD) {
+        r->kind == OVF_KIND_STEP || r->kind == OVF_KIND_STEP_PARAM || r->kind == OVF_KIND_GRAD ||
+        r->kind == OVF_KIND_BUFFER) {
       continue;
     }
     if (frames == max_frames) {
@@ -174,22 +183,26 @@ std::string describe_first_nonfinite() {
   if (first == nullptr) return "";
   const std::string batch = std::to_string(first->batch);
   auto text = [](uint32_t id) {
-    return id == OVF_NO_ID ? std::string("no module") : escape_text(interned(id));
+    return id == OVF_NO_ID ? std::string("an unknown op") : escape_text(interned(id));
   };
+  auto module = [](uint32_t id) { return module_name(id, "no module"); };
   if (first->kind == OVF_KIND_GRAD) {
-    return "ovf: the first non-finite value was the gradient of " + text(first->name_id) + "'s " +
+    return "ovf: the first non-finite value was the gradient of " + module(first->name_id) + "'s " +
            escape_text(interned(first->label_id)).substr(5) + " in the backward pass (batch " +
            batch + ")\n";
   }
   if (first->kind == OVF_KIND_OP_OUTPUT) {
     if (first->flags & OVF_FLAG_BACKWARD) {
       return "ovf: the first non-finite value was produced in the backward pass by " +
-             text(first->name_id) + ", the gradient of " +
-             (first->aux_id == OVF_NO_ID ? "an unknown op" : text(first->aux_id)) + " in " +
-             text(first->context_id) + " (batch " + batch + ")\n";
+             text(first->name_id) + ", the gradient of " + text(first->aux_id) + " in " +
+             module(first->context_id) + " (batch " + batch + ")\n";
     }
     return "ovf: the first non-finite value was produced by " + text(first->name_id) + " in " +
-           text(first->context_id) + " (batch " + batch + ")\n";
+           module(first->context_id) + " (batch " + batch + ")\n";
+  }
+  if (first->kind == OVF_KIND_BUFFER) {
+    return "ovf: the first non-finite value was written into the buffer " + text(first->label_id) +
+           " by the forward of " + module(first->context_id) + " (batch " + batch + ")\n";
   }
   const ovf_record* frame =
       first->kind == OVF_KIND_STEP_PARAM ? find_record(first->frame_seq) : nullptr;
@@ -218,7 +231,10 @@ std::vector<const ovf_record*> last_ops(uint64_t floor, uint64_t end, uint32_t m
   for (uint64_t seq = end; seq > floor && newest_first.size() < max;) {
     const ovf_record* r = find_record(--seq);
     if (r == nullptr) break;  // overwritten
-    if (r->kind == OVF_KIND_OP_OUTPUT || r->kind == OVF_KIND_CHECKPOINT) newest_first.push_back(r);
+    if (r->kind == OVF_KIND_OP_OUTPUT || r->kind == OVF_KIND_CHECKPOINT ||
+        r->kind == OVF_KIND_BUFFER) {
+      newest_first.push_back(r);
+    }
   }
   return {newest_first.rbegin(), newest_first.rend()};
 }
@@ -234,6 +250,10 @@ std::string format_op(const ovf_record& r) {
   }
   const std::string where = module_text(r.context_id);
   std::string what;
+  if (r.kind == OVF_KIND_BUFFER) {
+    return values + " buffer " + escape_text(interned(r.label_id)) + " (made non-finite by " +
+           module_text(r.context_id) + "'s forward)";
+  }
   if (r.flags & OVF_FLAG_BACKWARD) {
     what =
         "grad = " + escape_text(interned(r.name_id)) + " for " +
@@ -258,7 +278,7 @@ std::string format_event_report(uint64_t batch_number, uint64_t floor, uint64_t 
   std::string text = format_detection_report(batch_number, floor, end, max_frames);
   const auto ops = last_ops(floor, end, max_frames);
   if (!ops.empty()) {
-    text += "Last " + std::to_string(ops.size()) + " ops:\n" + kColumnHeader + "\n";
+    text += "Last " + std::to_string(ops.size()) + " ops and buffers:\n" + kColumnHeader + "\n";
     for (const ovf_record* r : ops) text += format_op(*r) + "\n";
   }
   return text + describe_first_nonfinite();

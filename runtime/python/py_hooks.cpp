@@ -185,8 +185,12 @@ void on_forward(PyObject* module, PyObject* args, PyObject* kwargs, PyObject* ou
   // Buffers the forward updated (BatchNorm's running statistics): a standalone
   // record where one turned non-finite, before the frame that may carry it.
   for_each_own_buffer(entry.module.ptr(), [&](const char* name, const at::Tensor& t) {
-    entry.buffers.check(entry.name_id, name, t);
+    ovf_record record;
+    if (const uint32_t events = entry.buffers.check(entry.name_id, name, t, &record)) {
+      act(Monitor::instance().respond_to_op(record, events));
+    }
   });
+  raise_pending();
   if (read_control(ovf_state.control.observe) & OVF_OBSERVE_BACKWARD)
     watch_output_gradients(entry.name_id, output);
   act(Monitor::instance().finish_frame(frame));

@@ -38,6 +38,11 @@
 namespace ovf {
 namespace {
 
+struct HeldRecord {
+  ovf_record record;
+  const void* storage;
+};
+
 // An op between its start and end callbacks.
 struct PendingOp {
   at::RecordFunctionHandle handle = 0;
@@ -46,7 +51,10 @@ struct PendingOp {
   bool carried_in = false;         // an input it writes was non-finite before it ran
   bool constant = false;           // a NaN/Inf argument was a constant, or made from one
   std::vector<at::Tensor> inputs;  // inputs it only reads: judged at the end if needed
-  std::vector<const void*> inner;  // storages of non-finite outputs ops nested in it recorded
+  // Non-finite outputs of ops nested in this one, not committed yet: the value
+  // an enclosing op returns is that op's event (.half() is aten::to, not the
+  // _to_copy and copy_ inside it), so it is held until the outermost ends.
+  std::vector<HeldRecord> held;
 };
 
 std::atomic<OpEventHandler> g_op_event_handler{nullptr};
@@ -163,7 +171,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   op.carried_in = false;
   op.constant = false;
   op.inputs.clear();
-  op.inner.clear();
+  op.held.clear();
   const std::vector<bool>& written = op.facts->written;
   // Without a schema, an in-place op's inputs are judged before it writes them.
   const bool judge_all_now = written.empty() && op.facts->in_place;
@@ -203,30 +211,40 @@ void judge_read_inputs(PendingOp& op) {
   }
 }
 
-bool holds_storage(const std::vector<const void*>& storages, const at::Tensor& t) {
-  return t.has_storage() && std::find(storages.begin(), storages.end(),
-                                      t.storage().unsafeGetStorageImpl()) != storages.end();
+void commit(ovf_record& r) {
+  const uint32_t events = Monitor::instance().commit_line(r);
+  if (events == 0) return;
+  if (OpEventHandler handler = g_op_event_handler.load(std::memory_order_acquire))
+    handler(r, events);
+}
+
+// Drops the held records of `op` that `out` returns; whether there were any.
+bool supersede_held(PendingOp& op, const at::Tensor& out) {
+  if (op.held.empty() || !out.has_storage()) return false;
+  const void* storage = out.storage().unsafeGetStorageImpl();
+  const auto end = std::remove_if(op.held.begin(), op.held.end(),
+                                  [&](const HeldRecord& h) { return h.storage == storage; });
+  const bool any = end != op.held.end();
+  op.held.erase(end, op.held.end());
+  return any;
 }
 
 // `parent`: the op this one runs inside, or nullptr.
 void record_outputs(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent) {
-  if (op.facts->writes_no_values) return;
   const bool backward = in_backward();
   const BackwardNode* node = backward ? &t_backward.back() : nullptr;
   std::vector<at::Tensor> outputs;
-  for (const c10::IValue& value : fn.outputs()) {
-    for_each_tensor(value, [&](const at::Tensor& t) { outputs.push_back(t); });
+  if (!op.facts->writes_no_values) {
+    for (const c10::IValue& value : fn.outputs()) {
+      for_each_tensor(value, [&](const at::Tensor& t) { outputs.push_back(t); });
+    }
   }
   bool judged = false;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const at::Tensor& out = outputs[i];
-    // A view of an input produces no values of its own (in-place ops do); an
-    // output a nested op made and recorded is that op's: one call, one record.
+    // A view of an input produces no values of its own (in-place ops do).
     if (!op.facts->in_place && aliases_an_input(out, op)) continue;
-    if (holds_storage(op.inner, out)) {
-      if (parent != nullptr) parent->inner.push_back(out.storage().unsafeGetStorageImpl());
-      continue;
-    }
+    supersede_held(op, out);
     TensorView view;
     if (!readable_view(out, &view)) continue;
     const Stats s = compute_stats_cpu(view);
@@ -236,24 +254,29 @@ void record_outputs(const at::RecordFunction& fn, PendingOp& op, PendingOp* pare
       judged = true;
       role = op.carried_in ? OVF_FLAG_CARRIER : op.constant ? OVF_FLAG_CONSTANT : OVF_FLAG_PRODUCER;
       if (role == OVF_FLAG_CONSTANT) note_constant_origin(out);
-      // The enclosing op returns this value: it is this op's event, not its.
-      // (Only non-finite values: an inner op may write an intermediate value
-      // that the outer one goes on to change in place, as addmm after copy_.)
-      if (parent != nullptr && out.has_storage()) {
-        parent->inner.push_back(out.storage().unsafeGetStorageImpl());
-      }
     }
     ovf_record r = make_line(OVF_KIND_OP_OUTPUT, output_label_id(i, outputs.size()), s, view.dtype,
                              device_of(out), role | (backward ? OVF_FLAG_BACKWARD : 0));
     r.name_id = op.facts->name_id;
     r.context_id = node != nullptr ? node->module_id : op.context;
     r.aux_id = node != nullptr ? node->forward_op_id : OVF_NO_ID;
-    const uint32_t events = Monitor::instance().commit_line(r);
-    if (events != 0) {
-      if (OpEventHandler handler = g_op_event_handler.load(std::memory_order_acquire))
-        handler(r, events);
+    // Only non-finite values wait: an inner op may write an intermediate value
+    // that the outer one changes in place (addmm after its copy_ of the bias).
+    if (s.nonfinite() && parent != nullptr && out.has_storage()) {
+      parent->held.push_back({r, out.storage().unsafeGetStorageImpl()});
+    } else {
+      commit(r);
     }
   }
+  // What nested ops made and this op did not return stays theirs.
+  for (HeldRecord& h : op.held) {
+    if (parent != nullptr) {
+      parent->held.push_back(h);
+    } else {
+      commit(h.record);
+    }
+  }
+  op.held.clear();
 }
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
@@ -279,7 +302,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
     // An op's outputs ovf cannot read must never fail the op itself.
   }
   op.inputs.clear();  // release the references now, not when the slot is reused
-  op.inner.clear();
+  op.held.clear();
   t_depth = i - 1;
 }
 

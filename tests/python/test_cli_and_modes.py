@@ -48,7 +48,7 @@ def test_python_m_ovf_raises_at_the_first_nan_like_the_reference():
     assert p.stdout.rstrip("\n").splitlines()[-3:] == [
         " " * 18 + "1 Log", "2.97e+01 2.97e+01 input[0]", "     nan      nan output"]
     assert p.stderr.rstrip().splitlines()[-1].startswith(
-        "ovf._hooks.NonFiniteError: DebugUnderflowOverflow: inf/nan detected")
+        "ovf.NonFiniteError: DebugUnderflowOverflow: inf/nan detected")
 
 
 def test_warn_mode_reports_once_and_training_goes_on():
