@@ -87,7 +87,7 @@ std::string Monitor::start_session(const SessionOptions& o) {
     std::lock_guard<std::mutex> lock(response_mutex_);
     report_floor_ = last_frame_end_;
     acted_once_ = false;
-    raise_pending_ = false;
+    raise_pending_ = raise_decided_ = false;
   }
   active_ = true;
   return "";
@@ -138,7 +138,11 @@ uint64_t Monitor::record_batch() const {
   return between_batches_.load(std::memory_order_acquire) && counter > 0 ? counter - 1 : counter;
 }
 
-void Monitor::begin_root_forward() { between_batches_.store(false, std::memory_order_release); }
+void Monitor::begin_root_forward() {
+  between_batches_.store(false, std::memory_order_release);
+  std::lock_guard<std::mutex> lock(response_mutex_);
+  raise_decided_ = false;
+}
 
 // ---------------------------------------------------------------- the commit step
 
@@ -223,9 +227,11 @@ Response Monitor::respond(uint32_t events, uint64_t end, uint64_t batch, bool ca
         out.text = report_text(end, batch);
         out.action = Action::kRaise;
         out.message = kOverflowMessage;
-      } else if (!raise_pending_) {
+      } else if (!raise_decided_) {
+        // Once per forward: the backward pass goes on making non-finite
+        // values after the first while the error is on its way.
         out.text = report_text(end, batch);
-        raise_pending_ = true;
+        raise_pending_ = raise_decided_ = true;
         raise_batch_ = batch;
       }
       break;
@@ -346,6 +352,10 @@ Response Monitor::finish_frame(FrameBuilder& frame) {
 }
 
 uint64_t Monitor::end_batch() {
+  {
+    std::lock_guard<std::mutex> lock(response_mutex_);
+    raise_decided_ = false;
+  }
   const uint64_t batch = ++ovf_state.batch;
   ovf_state.frames_per_batch_hint =
       static_cast<uint32_t>(std::min<uint64_t>(frames_this_batch_, UINT32_MAX));

@@ -114,6 +114,7 @@ class Monitor {
   uint64_t report_floor_ = 0;                 // records before this seq were reported or reset
   bool acted_once_ = false;                   // WARN and WAIT act on the first event only
   bool raise_pending_ = false;
+  bool raise_decided_ = false;  // an op's raise was decided in this batch: report it once
   uint64_t raise_batch_ = 0;
   std::mutex glob_mutex_;  // module_matches runs on autograd threads too (backward ops)
   std::vector<std::pair<uint32_t, bool>> glob_cache_;  // by name id: (generation + 1, matches)

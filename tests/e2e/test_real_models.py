@@ -1,0 +1,85 @@
+"""ovf on training code in the styles people write (tests/e2e/scripts/real_models.py:
+torchvision's resnet18 and VisionTransformer, a GPT-style decoder with a causal -inf
+mask, nn.MultiheadAttention with a key padding mask, hand-written losses, BatchNorm,
+AdamW with eps=0), checked against an independent oracle run in the same test: a
+TorchDispatchMode that names the first ATen op whose output is non-finite while its
+inputs were finite (scripts/dispatch_oracle.py). ovf must name the same op, module,
+batch and line, and never stop a healthy run."""
+
+import os
+import re
+
+import pytest
+
+from harness import BUILD, PYTHON, TOP, clean_env, run_bounded
+
+SCRIPT = os.path.join(TOP, "tests", "e2e", "scripts", "real_models.py")
+HEALTHY = ["gpt_healthy", "mha_padding"]
+DIVERGING = ["gpt_log_loss", "attention_fp16", "resnet_batchnorm", "vit_adamw_eps0", "normalised_distance"]
+# Where ovf and the oracle see an op at different levels of the dispatcher: ovf's
+# RecordFunction sees the op the program called (Tensor.half() is aten::to), the
+# dispatch mode sees what it becomes below autograd (aten::_to_copy).
+SAME_OP = {"aten::to": "aten::_to_copy"}
+# ovf names the buffer an op made non-finite; the oracle the op that wrote it.
+BUFFER_WRITERS = {"aten::native_batch_norm"}
+OVERFLOW_MESSAGE = ("DebugUnderflowOverflow: inf/nan detected, aborting as there is no point running further. "
+                    "Please scroll up above this traceback to see the activation values prior to this event.")
+
+
+def run_case(case, *prefix):
+    env = clean_env(PYTHONPATH=os.path.join(BUILD, "python"), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    return run_bounded([PYTHON, *prefix, SCRIPT, case], timeout=300, env=env, cwd=TOP)
+
+
+def oracle(case):
+    """(op, module, batch, line) of the oracle's verdict, or None."""
+    out = run_bounded([PYTHON, SCRIPT, case, "--oracle"], timeout=300, cwd=TOP,
+                      env=clean_env(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"))
+    last = out.rstrip().splitlines()[-1]
+    if last == "oracle: none":
+        return None
+    m = re.fullmatch(r"oracle: (\S+) in (.+) at batch (\d+), real_models\.py:(\d+)", last)
+    assert m, out
+    return m.group(1), m.group(2), int(m.group(3)), int(m.group(4))
+
+
+def python_mode_verdict(out):
+    """(op or 'buffer NAME', module, batch, line) from python3 -m ovf's report and traceback."""
+    m = re.search(r"^ovf: the first non-finite value was (?:produced by (\S+) in (.+)|produced in the backward "
+                  r"pass by (\S+), the gradient of \S+ in (.+)|written into the buffer (\S+) by the forward of "
+                  r"(.+)) \(batch (\d+)\)$", out, re.M)
+    assert m, out
+    op = m.group(1) or m.group(3) or f"buffer {m.group(5)}"
+    module = m.group(2) or m.group(4) or m.group(6)
+    line = int(re.findall(r'File ".*real_models\.py", line (\d+), in ', out)[-1])
+    return op, "(no module)" if module == "no module" else module, int(m.group(7)), line
+
+
+def agrees(ovf_verdict, truth):
+    op, module, batch, line = ovf_verdict
+    t_op, t_module, t_batch, t_line = truth
+    if op.startswith("buffer "):
+        same_op = t_op in BUFFER_WRITERS and op.split(".")[0] == f"buffer {t_module}"
+    else:
+        same_op = SAME_OP.get(op, op) == t_op
+    return same_op and (module, batch, line) == (t_module, t_batch, t_line)
+
+
+@pytest.mark.parametrize("case", HEALTHY)
+def test_healthy_runs_with_masks_go_to_the_end(case):
+    assert oracle(case) is None
+    out = run_case(case, "-m", "ovf", "--ops", "--backward")
+    assert "batch 2 loss" in out and "ovf:" not in out and "Traceback" not in out, out
+
+
+@pytest.mark.parametrize("case", DIVERGING)
+def test_python_mode_names_what_the_oracle_names(case):
+    truth = oracle(case)
+    assert truth is not None
+    out = run_case(case, "-m", "ovf", "--ops", "--backward")
+    verdict = python_mode_verdict(out)
+    assert agrees(verdict, truth), f"ovf {verdict} vs oracle {truth}\n{out}"
+    # one event, one report, one error: raised where the value was made
+    assert out.count("Detected inf/nan during batch_number=") == 1, out
+    errors = [line for line in out.splitlines() if line.startswith("ovf.NonFiniteError: ")]
+    assert errors == ["ovf.NonFiniteError: " + OVERFLOW_MESSAGE], out
