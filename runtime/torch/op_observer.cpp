@@ -233,7 +233,9 @@ bool supersede_held(PendingOp& op, const at::Tensor& out) {
 void record_outputs(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent) {
   const bool backward = in_backward();
   const BackwardNode* node = backward ? &t_backward.back() : nullptr;
-  std::vector<at::Tensor> outputs;
+  // Reused: an op's outputs are collected on every call.
+  static thread_local std::vector<at::Tensor> outputs;
+  outputs.clear();
   if (!op.facts->writes_no_values) {
     for (const c10::IValue& value : fn.outputs()) {
       for_each_tensor(value, [&](const at::Tensor& t) { outputs.push_back(t); });
@@ -268,6 +270,7 @@ void record_outputs(const at::RecordFunction& fn, PendingOp& op, PendingOp* pare
       commit(r);
     }
   }
+  outputs.clear();  // drop the references now
   // What nested ops made and this op did not return stays theirs.
   for (HeldRecord& h : op.held) {
     if (parent != nullptr) {

@@ -1,0 +1,136 @@
+"""Training-step time on models people train, with ovf at module level, at op level
+(forward ops), at op level with the backward pass, and with torch.autograd.detect_anomaly,
+against the plain step: torchvision's resnet18 and vit_b_16 and a small GPT-style
+decoder (tests/e2e/scripts/real_models.GPT, larger), on CPU with one thread.
+
+Modes, interleaved round-robin in one process (the order rotating), medians:
+
+  plain       no hooks
+  ovf         ovf.DebugUnderflowOverflow(model)
+  ovf+ops     DebugUnderflowOverflow(model, ops=True): every forward ATen op's outputs
+  ovf+ops+bw  DebugUnderflowOverflow(model, ops=True, backward=True): and the backward pass's
+  anomaly     torch.autograd.detect_anomaly() around forward and backward (torch's own tool;
+              it checks backward outputs only and records every forward's stack)
+
+A step is zero_grad, forward, cross-entropy loss, backward and an AdamW step on
+synthetic data. Targets (issue 12): ovf <= 1.05x plain, ovf+ops <= 1.20x, ovf+ops+bw <= 1.30x.
+
+    python3 bench/real_models_overhead.py [--quick] [--models resnet18,vit_b_16,gpt]
+"""
+
+import argparse
+import os
+import sys
+import time
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402  (pins threads before torch loads)
+
+import torch  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
+
+TARGETS = {"ovf": 1.05, "ovf+ops": 1.20, "ovf+ops+bw": 1.30}
+MODES = ["plain", "ovf", "ovf+ops", "ovf+ops+bw", "anomaly"]
+
+
+def build(name, quick):
+    """(model, inputs, targets) of a model people train, at a size one CPU thread steps in ~0.1-1 s."""
+    import torchvision
+
+    torch.manual_seed(0)
+    if name == "resnet18":
+        side = 64 if quick else 112
+        return torchvision.models.resnet18(num_classes=10), torch.randn(4, 3, side, side), torch.arange(4)
+    if name == "vit_b_16":
+        # the real architecture (12 layers, width 768); a 112-pixel image keeps a step near a second
+        side = 112 if not quick else 32
+        model = torchvision.models.vit_b_16(image_size=side, num_classes=10)
+        return model, torch.randn(1, 3, side, side), torch.tensor([3])
+    if name == "gpt":
+        sys.path.insert(0, os.path.join(_common.REPO, "tests", "e2e", "scripts"))
+        from real_models import GPT
+
+        vocab, block = 512, 64 if quick else 128
+        model = GPT(vocab=vocab, width=128 if quick else 256, heads=4, layers=2 if quick else 4, block=block)
+        idx = torch.randint(vocab, (8, block))
+        return model, idx, torch.roll(idx, -1, dims=1)
+    raise ValueError(name)
+
+
+def loss_of(model, inputs, targets):
+    out = model(inputs)
+    return F.cross_entropy(out.reshape(-1, out.size(-1)), targets.reshape(-1))
+
+
+def enter(mode, model, ovf):
+    """Switches `mode` on; returns what switches it off."""
+    if mode == "plain":
+        return lambda: None
+    if mode == "anomaly":
+        context = torch.autograd.detect_anomaly()
+        context.__enter__()
+        return lambda: context.__exit__(None, None, None)
+    watcher = ovf.DebugUnderflowOverflow(model, ops=mode != "ovf", backward=mode == "ovf+ops+bw")
+    return watcher.remove
+
+
+def bench(name, ovf, quick):
+    model, inputs, targets = build(name, quick)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+
+    def step():
+        optimizer.zero_grad()
+        loss_of(model, inputs, targets).backward()
+        optimizer.step()
+
+    for _ in range(2):  # warm-up: allocator, optimizer state
+        step()
+    rounds, steps = (2, 1) if quick else (5, 3)
+    times = {mode: [] for mode in MODES}
+    for r in range(rounds):
+        order = MODES[r % len(MODES):] + MODES[: r % len(MODES)]
+        for mode in order:
+            leave = enter(mode, model, ovf)
+            step()  # a first step per mode: hooks and caches warm
+            started = time.perf_counter()
+            for _ in range(steps):
+                step()
+            times[mode].append((time.perf_counter() - started) / steps)
+            leave()
+    return {mode: _common.median(values) for mode, values in times.items()}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="small sizes, one step a round (a smoke test)")
+    p.add_argument("--models", default="resnet18,vit_b_16,gpt")
+    args = p.parse_args(argv)
+    ovf = _common.import_ovf()
+    warnings.filterwarnings("ignore", message=".*[Aa]nomaly.*")
+    _common.print_machine("training-step overhead on real models (bench/real_models_overhead.py)", ovf)
+    print()
+    header = f"{'model':<10}" + "".join(f"{m:>12}" for m in MODES) + " | " + \
+        "".join(f"{m + '/plain':>16}" for m in MODES[1:])
+    print("median seconds per step, and each mode's ratio to the plain step")
+    print(header)
+    print("-" * len(header))
+    missed = []
+    for name in args.models.split(","):
+        t = bench(name, ovf, args.quick)
+        ratios = {m: t[m] / t["plain"] for m in MODES[1:]}
+        print(f"{name:<10}" + "".join(f"{t[m]:>12.4f}" for m in MODES) + " | " +
+              "".join(f"{ratios[m]:>16.3f}" for m in MODES[1:]), flush=True)
+        missed += [f"{name}: {m} {ratios[m]:.3f}x plain > {target}x" for m, target in TARGETS.items()
+                   if ratios[m] > target]
+    print()
+    for m in missed:
+        print(f"TARGET MISSED: {m}")
+    if not missed:
+        print("targets met: " + ", ".join(f"{m} <= {t}x" for m, t in TARGETS.items()))
+    print(_common.load_line("end"))
+    return _common.exit_status(missed, args.quick)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
