@@ -49,10 +49,6 @@ Monitor& Monitor::instance() {
 
 std::string Monitor::start_session(const SessionOptions& o) {
   if (o.max_frames_to_save == 0) return "max_frames_to_save must be at least 1";
-  if (o.trace_batch_nums.size() > OVF_MAX_TRACE_BATCHES) {
-    return "trace_batch_nums holds at most " + std::to_string(OVF_MAX_TRACE_BATCHES) +
-           " batch numbers";
-  }
   for (int64_t b : o.trace_batch_nums) {
     if (b < 0) return "trace_batch_nums must hold batch numbers >= 0 (batches are 0-indexed)";
   }
@@ -66,10 +62,15 @@ std::string Monitor::start_session(const SessionOptions& o) {
   std::memset(c.module_glob, 0, OVF_GLOB_SIZE);
   c.observe = 0;
   c.headroom_dtype = 0;
-  c.trace_count = static_cast<uint32_t>(o.trace_batch_nums.size());
-  std::copy(o.trace_batch_nums.begin(), o.trace_batch_nums.end(), c.trace_batches);
+  // The control block shows a debugger the first OVF_MAX_TRACE_BATCHES; the
+  // reference takes any number, kept here (in_trace_batch).
+  trace_batches_ = o.trace_batch_nums;
+  const size_t shown = std::min<size_t>(trace_batches_.size(), OVF_MAX_TRACE_BATCHES);
+  c.trace_count = static_cast<uint32_t>(shown);
+  std::copy(trace_batches_.begin(), trace_batches_.begin() + shown, c.trace_batches);
   c.abort_after_batch = o.abort_after_batch_num;
   c.on_event = o.on_event;
+  ovf_state.own_on_event = o.on_event;
   c.enabled = 1;
   c.generation++;
   ovf_state.max_frames_to_save = o.max_frames_to_save;
@@ -103,6 +104,15 @@ void Monitor::stop_session() {
 bool Monitor::in_trace_batch(uint64_t batch) const {
   const ovf_control& c = ovf_state.control;
   const uint32_t n = std::min<uint32_t>(read_control(c.trace_count), OVF_MAX_TRACE_BATCHES);
+  // The session's own list, unless a debugger has written another one.
+  bool session_list = n == std::min<size_t>(trace_batches_.size(), OVF_MAX_TRACE_BATCHES);
+  for (uint32_t i = 0; i < n && session_list; ++i) {
+    session_list = read_control(c.trace_batches[i]) == trace_batches_[i];
+  }
+  if (session_list) {
+    return std::find(trace_batches_.begin(), trace_batches_.end(), static_cast<int64_t>(batch)) !=
+           trace_batches_.end();
+  }
   for (uint32_t i = 0; i < n; ++i) {
     if (read_control(c.trace_batches[i]) == static_cast<int64_t>(batch)) return true;
   }
@@ -195,7 +205,7 @@ std::string Monitor::report_text(uint64_t end, uint64_t batch) {
 Response Monitor::respond(uint32_t events, uint64_t end, uint64_t batch, bool can_raise) {
   Response out;
   out.events = events;
-  const uint32_t on_event = read_control(ovf_state.control.on_event);
+  const uint32_t on_event = effective_on_event();
   // Thresholds and traced frames are debugger stops; without one they only
   // mark the ring. Only NaN/Inf act on their own, as in the reference.
   if (on_event == OVF_ON_EVENT_CONTINUE ||
@@ -217,6 +227,8 @@ Response Monitor::respond(uint32_t events, uint64_t end, uint64_t batch, bool ca
       // Wait at the first event only: once released, every later frame carries
       // the same NaN onward and would stop again.
       if (!acted_once_) {
+        // A release counts for the event waited on only, not one made before.
+        *const_cast<volatile uint32_t*>(&ovf_state.control.wait_released) = 0;
         out.text = report_text(end, batch) + attach_instructions(getpid());
         out.action = Action::kWait;
       }

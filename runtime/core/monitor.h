@@ -104,6 +104,7 @@ class Monitor {
   uint64_t record_batch() const;
 
   bool active_ = false;
+  std::vector<int64_t> trace_batches_;  // the session's trace_batch_nums, any number of them
   uint64_t total_calls_ = 0;
   uint64_t last_frame_end_ = 0;     // seq after the previous frame's last line
   uint32_t pending_detection_ = 0;  // the reference's sticky detected_overflow (NAN/INF bits)

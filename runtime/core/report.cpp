@@ -55,6 +55,13 @@ ReferenceMinMax reference_min_max(const ovf_record& line) {
   return {any_finite ? line.abs_min : kInf, any_inf ? kInf : line.abs_max};
 }
 
+// Characters that reorder the text around them (U+202E makes "exp" read "pxe"):
+// a name must not hide what surrounds it.
+bool is_bidi_control(uint32_t cp) {
+  return cp == 0x061c || cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
+         (cp >= 0x2066 && cp <= 0x2069);
+}
+
 std::string escape_text(std::string_view text) {
   std::string out;
   out.reserve(text.size());
@@ -88,7 +95,8 @@ std::string escape_text(std::string_view text) {
       }
       if (valid) {
         valid = !(len == 3 && cp < 0x800) && !(len == 4 && (cp < 0x10000 || cp > 0x10ffff)) &&
-                !(cp >= 0xd800 && cp <= 0xdfff) && !(cp >= 0x80 && cp <= 0x9f);
+                !(cp >= 0xd800 && cp <= 0xdfff) && !(cp >= 0x80 && cp <= 0x9f) &&
+                !is_bidi_control(cp);
       }
       if (valid) {
         out.append(text.data() + i, len);

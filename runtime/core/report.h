@@ -21,8 +21,9 @@ struct ReferenceMinMax {
 };
 ReferenceMinMax reference_min_max(const ovf_record& line);
 
-// Control characters and backslashes as escapes, so a hostile module name cannot
-// drive the terminal. Printable text passes unchanged.
+// Control characters (C0, C1, DEL), bidirectional controls and backslashes as
+// escapes, so a hostile module name can neither drive the terminal nor reorder
+// what is printed around it. Printable text passes unchanged.
 std::string escape_text(std::string_view text);
 
 // One record as the reference prints it (a frame header, a tensor line, a batch

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
@@ -45,14 +46,43 @@ void abort_now(const std::string& message) {
   std::abort();
 }
 
-bool wait_for_release(const std::function<bool()>& interrupted) {
+WaitEnd wait_for_release(const std::function<bool()>& interrupted, double timeout_s) {
   uint32_t* released = &ovf_state.control.wait_released;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   while (read_control(*released) == 0) {
-    if (interrupted && interrupted()) return false;
+    if (interrupted && interrupted()) return WaitEnd::kInterrupted;
+    if (timeout_s > 0 && std::chrono::steady_clock::now() >= deadline) return WaitEnd::kTimedOut;
     usleep(100 * 1000);
   }
   *const_cast<volatile uint32_t*>(released) = 0;
-  return true;
+  return WaitEnd::kReleased;
+}
+
+namespace {
+
+// Whether a debugger (any ptrace tracer) is attached: TracerPid in /proc/self/status.
+bool traced() {
+  FILE* status = std::fopen("/proc/self/status", "r");
+  if (status == nullptr) return true;  // cannot tell: trust the control block
+  char line[256];
+  long tracer = 0;
+  while (std::fgets(line, sizeof line, status) != nullptr) {
+    if (std::sscanf(line, "TracerPid: %ld", &tracer) == 1) break;
+  }
+  std::fclose(status);
+  return tracer != 0;
+}
+
+}  // namespace
+
+uint32_t effective_on_event() {
+  const uint32_t on_event = read_control(ovf_state.control.on_event);
+  const uint32_t own = ovf_state.own_on_event;
+  if (on_event != OVF_ON_EVENT_CONTINUE || own == OVF_ON_EVENT_CONTINUE || traced())
+    return on_event;
+  ovf_state.control.on_event = own;  // the debugger is gone: the process's own mode again
+  ovf_state.control.generation++;
+  return own;
 }
 
 bool enable_core_dumps() {

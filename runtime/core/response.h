@@ -37,9 +37,16 @@ std::string attach_instructions(int pid);
 // Prints `message` on stderr after flushing every stdio stream, then abort()s.
 [[noreturn]] void abort_now(const std::string& message);
 
+enum class WaitEnd { kReleased, kInterrupted, kTimedOut };
+
 // Polls control.wait_released every 100 ms until a debugger sets it (then
-// clears it and returns true) or `interrupted()` returns true (returns false).
-bool wait_for_release(const std::function<bool()>& interrupted);
+// clears it), `interrupted()` returns true, or `timeout_s` (> 0) passed.
+WaitEnd wait_for_release(const std::function<bool()>& interrupted, double timeout_s = 0);
+
+// What the process does about an event: control.on_event, except that a
+// CONTINUE set by a debugger that is gone (no tracer: detached, or killed at a
+// stop) gives way to the process's own choice (ovf_state.own_on_event).
+uint32_t effective_on_event();
 
 // Lifts the soft core-size limit to the hard one; false when cores stay off.
 bool enable_core_dumps();

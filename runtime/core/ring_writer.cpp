@@ -1,4 +1,5 @@
 // The exported state and everything that writes the ring.
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -55,7 +56,11 @@ void add_string_locked(std::string_view text) {
   name_ids().emplace(std::string(text), id);
 }
 
+// A forked child (a DataLoader worker) is another process: its ring says so.
+void refresh_identity_after_fork() { ovf_state.pid = static_cast<int32_t>(getpid()); }
+
 __attribute__((constructor)) void initialise_at_load() {
+  pthread_atfork(nullptr, nullptr, &refresh_identity_after_fork);
   RingConfig config;
   const int capacity = env_int("OVF_RING_CAPACITY", 0);
   if (capacity > 0) config.record_capacity = static_cast<uint32_t>(capacity);
@@ -118,6 +123,7 @@ std::string ring_configure(const RingConfig& config) {
   c.enabled = 1;
   c.stop_mask = OVF_STOP_NAN | OVF_STOP_INF;
   c.on_event = OVF_ON_EVENT_RAISE;
+  ovf_state.own_on_event = OVF_ON_EVENT_RAISE;
   c.above = __builtin_inf();
   c.below = 0;
   c.after_batch = 0;
@@ -129,12 +135,50 @@ std::string ring_configure(const RingConfig& config) {
   return "";
 }
 
+namespace {
+
+// Doubles the string table (index and arena) until `text` fits, up to
+// kMaxNames entries and kMaxNamesArenaBytes. The old arrays are never freed:
+// a thread in interned(), or a debugger, may still read them; the growth is
+// geometric, so they add up to less than the new ones.
+bool grow_names_locked(size_t text_size) {
+  uint64_t capacity = ovf_state.names_capacity, arena_size = ovf_state.names_arena_size;
+  while (ovf_state.names_count >= capacity || text_size > arena_size - ovf_state.names_arena_used) {
+    capacity = ovf_state.names_count >= capacity ? capacity * 2 : capacity;
+    arena_size = text_size > arena_size - ovf_state.names_arena_used ? arena_size * 2 : arena_size;
+    if (capacity > kMaxNames || arena_size > kMaxNamesArenaBytes) return false;
+  }
+  auto* index = static_cast<uint32_t*>(calloc(capacity, 2 * sizeof(uint32_t)));
+  auto* arena = static_cast<char*>(calloc(arena_size, 1));
+  if (index == nullptr || arena == nullptr) {
+    free(index);
+    free(arena);
+    return false;
+  }
+  memcpy(index, reinterpret_cast<const void*>(ovf_state.names_index_addr),
+         static_cast<size_t>(ovf_state.names_count) * 2 * sizeof(uint32_t));
+  memcpy(arena, reinterpret_cast<const void*>(ovf_state.names_arena_addr),
+         ovf_state.names_arena_used);
+  // New addresses first, then the sizes that let a reader use them.
+  __atomic_store_n(&ovf_state.names_index_addr, reinterpret_cast<uint64_t>(index),
+                   __ATOMIC_RELEASE);
+  __atomic_store_n(&ovf_state.names_arena_addr, reinterpret_cast<uint64_t>(arena),
+                   __ATOMIC_RELEASE);
+  __atomic_store_n(&ovf_state.names_capacity, static_cast<uint32_t>(capacity), __ATOMIC_RELEASE);
+  __atomic_store_n(&ovf_state.names_arena_size, static_cast<uint32_t>(arena_size),
+                   __ATOMIC_RELEASE);
+  return true;
+}
+
+}  // namespace
+
 uint32_t intern(std::string_view text) {
   std::lock_guard<std::mutex> lock(g_names_mutex);
   auto& ids = name_ids();
   if (auto it = ids.find(std::string(text)); it != ids.end()) return it->second;
-  if (ovf_state.names_count >= ovf_state.names_capacity ||
-      text.size() > ovf_state.names_arena_size - ovf_state.names_arena_used) {
+  if ((ovf_state.names_count >= ovf_state.names_capacity ||
+       text.size() > ovf_state.names_arena_size - ovf_state.names_arena_used) &&
+      !grow_names_locked(text.size())) {
     return kNameTableFull;
   }
   add_string_locked(text);
@@ -143,8 +187,10 @@ uint32_t intern(std::string_view text) {
 
 std::string_view interned(uint32_t id) {
   if (id >= __atomic_load_n(&ovf_state.names_count, __ATOMIC_ACQUIRE)) return {};
-  const auto* index = reinterpret_cast<const uint32_t*>(ovf_state.names_index_addr);
-  const auto* arena = reinterpret_cast<const char*>(ovf_state.names_arena_addr);
+  const auto* index = reinterpret_cast<const uint32_t*>(
+      __atomic_load_n(&ovf_state.names_index_addr, __ATOMIC_ACQUIRE));
+  const auto* arena =
+      reinterpret_cast<const char*>(__atomic_load_n(&ovf_state.names_arena_addr, __ATOMIC_ACQUIRE));
   return std::string_view(arena + index[2 * id], index[2 * id + 1]);
 }
 

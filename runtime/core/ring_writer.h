@@ -13,7 +13,11 @@ namespace ovf {
 constexpr uint32_t kDefaultRecordCapacity = 1u << 16;
 constexpr uint32_t kDefaultNamesCapacity = 1u << 15;
 constexpr uint32_t kDefaultNamesArenaBytes = 2u << 20;
-constexpr uint32_t kNameTableFull = 0;  // id returned once the string table is full
+// The string table grows by doubling up to these bounds (a run with dynamic
+// labels keeps its names), then hands out this id, which reads "<string table full>".
+constexpr uint32_t kMaxNames = 1u << 21;
+constexpr uint32_t kMaxNamesArenaBytes = 128u << 20;
+constexpr uint32_t kNameTableFull = 0;
 
 struct RingConfig {
   uint32_t record_capacity = kDefaultRecordCapacity;  // rounded up to a power of two

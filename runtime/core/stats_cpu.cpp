@@ -182,6 +182,7 @@ Stats stats_by_magnitude(const TensorView& v, int elem_size, double min_normal,
   Stats s;
   s.has_stats = true;
   double mn = kInf, mx = 0, mnz = kInf;
+  bool any_non_negative = false;  // only wrapped integer minimums (see integer_magnitude)
   const bool ok = for_each_run(v, elem_size, [&](const char* p, int64_t n, int64_t step) {
     for (int64_t i = 0; i < n; ++i) {
       bool negative = false;
@@ -193,9 +194,10 @@ Stats stats_by_magnitude(const TensorView& v, int elem_size, double min_normal,
       } else {
         mn = std::min(mn, a);
         mx = std::max(mx, a);
+        any_non_negative = any_non_negative || a >= 0;
         if (a != 0) {
           mnz = std::min(mnz, a);
-          if (a < min_normal) ++s.subnormal_count;
+          if (a > 0 && a < min_normal) ++s.subnormal_count;
         } else {
           ++s.zero_count;
         }
@@ -205,7 +207,7 @@ Stats stats_by_magnitude(const TensorView& v, int elem_size, double min_normal,
   if (!ok) return Stats{};
   s.numel = count_elements(v);
   s.abs_min = mn;
-  s.abs_max = mx;
+  s.abs_max = any_non_negative || mn == kInf ? mx : mn;
   s.abs_min_nonzero = mnz;
   return s;
 }
@@ -216,10 +218,10 @@ double integer_magnitude(const char* p, bool* negative) {
   std::memcpy(&value, p, sizeof value);
   if constexpr (std::is_signed_v<T>) {
     *negative = value < 0;
-    // Unsigned negation keeps INT64_MIN's magnitude exact (2^63).
-    using U = std::make_unsigned_t<T>;
-    const U bits = static_cast<U>(value);
-    return static_cast<double>(value < 0 ? static_cast<U>(U{0} - bits) : bits);
+    // torch's abs() of the most negative value wraps around to itself, and the
+    // reference prints abs().min() / abs().max(): -128 for an int8 holding it.
+    if (value == std::numeric_limits<T>::min()) return static_cast<double>(value);
+    return static_cast<double>(value < 0 ? -value : value);
   } else {
     *negative = false;
     return static_cast<double>(value);

@@ -49,7 +49,7 @@ void on_op_event(const ovf_record& record, uint32_t events) {
     const Response response = Monitor::instance().respond_to_op(record, events);
     write_stdout(response.text);
     if (response.action == Action::kAbort) abort_now(response.message);
-    if (response.action == Action::kWait) wait_for_release(nullptr);
+    if (response.action == Action::kWait) wait_for_release(nullptr);  // until released
   } catch (...) {
     // formatting failed (memory): the event stays in the ring for a debugger
   }

@@ -113,6 +113,7 @@ PYBIND11_MODULE(_ovf, m) {
   m.def("after_optimizer_step", &ovf::after_optimizer_step,
         "Checks an optimizer's parameters after its step; records the non-finite ones.");
   m.def("is_watched", &ovf::is_watched);
+  m.def("set_wait_timeout", &ovf::set_wait_timeout, py::arg("seconds"));
   m.def("clear_modules", &ovf::clear_modules);
   m.def("set_callbacks", &ovf::set_python_callbacks);
   m.def("start_session", [](uint32_t max_frames, std::vector<int64_t> trace, int64_t abort_after,
@@ -156,4 +157,8 @@ PYBIND11_MODULE(_ovf, m) {
   m.attr("ON_EVENT") = on_event;
   m.attr("STOP_BITS") = bit_names(ovf::kStopBitNames);
   m.attr("OBSERVE_BITS") = bit_names(ovf::kObserveBitNames);
+  m.attr("HEADROOM_DTYPES") =
+      py::dict(py::arg("fp16") = int(OVF_DTYPE_FLOAT16), py::arg("bf16") = int(OVF_DTYPE_BFLOAT16),
+               py::arg("fp8_e4m3") = int(OVF_DTYPE_FLOAT8_E4M3),
+               py::arg("fp8_e5m2") = int(OVF_DTYPE_FLOAT8_E5M2));
 }

@@ -59,6 +59,21 @@ void flush_stdio() {
   }
 }
 
+double g_wait_timeout_s = 0;  // wait mode: how long to wait for a debugger (0: until one comes)
+
+// Wait mode: until a debugger releases the process, Ctrl-C (its
+// KeyboardInterrupt is then set), or the timeout, which says so and goes on.
+WaitEnd wait_in_python() {
+  flush_stdio();
+  const WaitEnd end = wait_for_release([] { return PyErr_CheckSignals() != 0; }, g_wait_timeout_s);
+  if (end == WaitEnd::kTimedOut) {
+    write_stdout("ovf: no debugger released the process within " +
+                 py::str(py::float_(g_wait_timeout_s)).cast<std::string>() +
+                 " s (--wait-timeout); training goes on\n");
+  }
+  return end;
+}
+
 // Prints the response's text, then does what it says. Raising is the only way
 // ovf's own decisions leave this function as an exception.
 void act(const Response& out) {
@@ -72,10 +87,8 @@ void act(const Response& out) {
       throw py::error_already_set();
     case Action::kAbort: flush_stdio(); abort_now(out.message);
     case Action::kWait:
-      flush_stdio();
       // Ctrl-C ends the wait as a KeyboardInterrupt where the model runs.
-      if (!wait_for_release([] { return PyErr_CheckSignals() != 0; }))
-        throw py::error_already_set();
+      if (wait_in_python() == WaitEnd::kInterrupted) throw py::error_already_set();
       return;
   }
 }
@@ -109,12 +122,9 @@ void on_op_event(const ovf_record& record, uint32_t events) {
       flush_stdio();
       abort_now(response.message);
     }
-    if (response.action == Action::kWait) {
-      flush_stdio();
-      if (!wait_for_release([] { return PyErr_CheckSignals() != 0; })) {
-        PyErr_Clear();
-        if (python_thread) raise_asynchronously(PyExc_KeyboardInterrupt);
-      }
+    if (response.action == Action::kWait && wait_in_python() == WaitEnd::kInterrupted) {
+      PyErr_Clear();
+      if (python_thread) raise_asynchronously(PyExc_KeyboardInterrupt);
     }
     uint64_t batch = 0;
     if (python_thread && Monitor::instance().take_pending_raise(&batch) &&
@@ -324,6 +334,8 @@ void watch_module(py::handle module, const std::string& name, bool is_root) {
                        intern(name.empty() ? std::string(param) : name + "." + param));
   });
 }
+
+void set_wait_timeout(double seconds) { g_wait_timeout_s = seconds > 0 ? seconds : 0; }
 
 bool is_watched(py::handle module) { return modules().count(module.ptr()) > 0; }
 

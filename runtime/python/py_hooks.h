@@ -27,6 +27,9 @@ void forward_pre_hook(pybind11::handle module, pybind11::handle args);
 // Names `module` `name` (the root starts a batch's forward) and its parameters.
 void watch_module(pybind11::handle module, const std::string& name, bool is_root);
 bool is_watched(pybind11::handle module);
+
+// Wait mode gives up waiting for a debugger after this many seconds (0: never).
+void set_wait_timeout(double seconds);
 void clear_modules();
 
 // Checks an optimizer's parameters (and state, when asked) after its step.

@@ -77,6 +77,12 @@ TEST(Format, HostileNamesAreEscaped) {
   EXPECT_EQ(ovf::format_record(frame), kPrefix + " enc\\x1b[2Jx\\x0ablock\\\\0 Linear");
 }
 
+TEST(Format, BidiControlsAreEscapedAndOtherTextPasses) {
+  // U+202E RIGHT-TO-LEFT OVERRIDE would print "exp" as "pxe"; U+2067 an isolate.
+  EXPECT_EQ(ovf::escape_text("a\u202e\u2067exp"), "a\\xe2\\x80\\xae\\xe2\\x81\\xa7exp");
+  EXPECT_EQ(ovf::escape_text("caf\u00e9 \u4e2d"), "caf\u00e9 \u4e2d");
+}
+
 // A session through the monitor: batch 0 finite, first frame of batch 1 has an Inf.
 TEST(Monitor, DetectionReportMatchesReferenceAcrossBatchBoundary) {
   ovf::Monitor& monitor = ovf::Monitor::instance();

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "ring_writer.h"
 
@@ -68,3 +70,15 @@ TEST(Ring, StopHookIsCallable) {
 }
 
 }  // namespace
+
+// Long runs with dynamic labels keep their names: the table grows past its
+// initial 32768 entries (kDefaultNamesCapacity) and every id reads back.
+TEST(Ring, TheStringTableGrows) {
+  std::vector<uint32_t> ids;
+  for (int i = 0; i < 70000; ++i) ids.push_back(ovf::intern("dynamic label " + std::to_string(i)));
+  for (int i = 0; i < 70000; i += 997) {
+    ASSERT_NE(ids[i], ovf::kNameTableFull);
+    EXPECT_EQ(ovf::interned(ids[i]), "dynamic label " + std::to_string(i));
+  }
+  EXPECT_GE(ovf_state.names_capacity, 70000u);
+}

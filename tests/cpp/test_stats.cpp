@@ -207,14 +207,28 @@ TEST(Stats, NegatedViewSwapsInfinitySigns) {
 }
 
 TEST(Stats, IntegersReportMagnitudes) {
-  const std::vector<int64_t> data = {-7, 0, 3, std::numeric_limits<int64_t>::min()};
+  const std::vector<int64_t> data = {-7, 0, 3};
   const Stats s = ovf::compute_stats_contiguous(data.data(), OVF_DTYPE_INT64, data.size());
   EXPECT_TRUE(s.has_stats);
   EXPECT_EQ(s.abs_min, 0.0);
-  EXPECT_EQ(s.abs_max, std::ldexp(1.0, 63));  // |INT64_MIN| without overflow
+  EXPECT_EQ(s.abs_max, 7.0);
   EXPECT_EQ(s.abs_min_nonzero, 3.0);
   EXPECT_EQ(s.zero_count, 1u);
   EXPECT_FALSE(s.nonfinite());
+}
+
+// torch's abs() wraps the most negative integer around to itself, and the
+// reference prints abs().min() and abs().max(): ovf reports what it prints.
+TEST(Stats, TheMostNegativeIntegerIsItsOwnAbsAsInTorch) {
+  const std::vector<int8_t> data = {-7, -128, 3};
+  Stats s = ovf::compute_stats_contiguous(data.data(), OVF_DTYPE_INT8, data.size());
+  EXPECT_EQ(s.abs_min, -128.0);
+  EXPECT_EQ(s.abs_max, 7.0);
+  EXPECT_EQ(s.subnormal_count, 0u);
+  const std::vector<int64_t> only = {std::numeric_limits<int64_t>::min()};
+  s = ovf::compute_stats_contiguous(only.data(), OVF_DTYPE_INT64, only.size());
+  EXPECT_EQ(s.abs_min, -std::ldexp(1.0, 63));
+  EXPECT_EQ(s.abs_max, -std::ldexp(1.0, 63));
 }
 
 TEST(Stats, BoolCountsAsZeroAndOne) {

@@ -85,7 +85,7 @@ def test_cli_rejects_bad_arguments_in_one_line():
     assert p.returncode == 2 and p.stderr.strip() == "ovf: cannot open script 'missing.py': no such file"
     p = run(["-m", "ovf", "--max-frames", "0", SCRIPT], PYTHONPATH=PACKAGE_PARENT)
     assert p.returncode == 2
-    assert p.stderr.strip() == "ovf: OVF_MAX_FRAMES must be an integer >= 1; got 0"
+    assert p.stderr.strip() == "ovf: --max-frames must be an integer from 1 to 4294967295; got 0"
 
 
 def test_abort_mode_dumps_a_core_with_the_ring(tmp_path):

@@ -210,7 +210,10 @@ typedef struct ovf_state_t {
   uint64_t start_time_ns;          // 144  CLOCK_REALTIME at initialisation
   uint32_t root_class_id;          // 152  class name of the watched model (OVF_NO_ID: none), for
                                    //      "<root Classifier>" where a module path is empty
-  uint8_t reserved0[OVF_CONTROL_OFFSET - 156];
+  uint32_t own_on_event;           // 156  enum ovf_on_event the process chose itself (raise, warn,
+                          //      ...): restored when the debugger that set control.on_event
+                          //      to CONTINUE is gone (detached or killed)
+  uint8_t reserved0[OVF_CONTROL_OFFSET - 160];
   ovf_control control;  // 256
   uint8_t reserved1[OVF_HEADER_SIZE - OVF_CONTROL_OFFSET - OVF_CONTROL_SIZE];
 } ovf_state_t;
@@ -296,6 +299,7 @@ static_assert(offsetof(ovf_state_t, frames_per_batch_hint) == 132, "layout");
 static_assert(offsetof(ovf_state_t, frames_written) == 136, "layout");
 static_assert(offsetof(ovf_state_t, start_time_ns) == 144, "layout");
 static_assert(offsetof(ovf_state_t, root_class_id) == 152, "layout");
+static_assert(offsetof(ovf_state_t, own_on_event) == 156, "layout");
 static_assert(offsetof(ovf_state_t, control) == OVF_CONTROL_OFFSET, "layout");
 #endif
 

@@ -8,6 +8,13 @@ import sys
 from . import _options
 
 
+# The OVF_* variable each option sets (what the bootstrap reads in the script's process).
+OPTION_OF = {"OVF_ON_NAN": "--on-nan", "OVF_MAX_FRAMES": "--max-frames", "OVF_TRACE_BATCHES": "--trace-batches",
+             "OVF_ABORT_AFTER": "--abort-after", "OVF_MODULE": "--module", "OVF_AFTER_BATCH": "--after-batch",
+             "OVF_HEADROOM": "--headroom", "OVF_RING_CAPACITY": "--ring-capacity",
+             "OVF_WAIT_TIMEOUT": "--wait-timeout"}
+
+
 def _parser():
     p = argparse.ArgumentParser(
         prog="python3 -m ovf",
@@ -23,6 +30,8 @@ def _parser():
     p.add_argument("--module", default="", metavar="GLOB", help="only modules whose path matches")
     p.add_argument("--after-batch", type=int, default=0, metavar="N", help="ignore batches before N")
     p.add_argument("--ring-capacity", type=int, default=None, metavar="N", help="records kept (65536)")
+    p.add_argument("--wait-timeout", type=float, default=None, metavar="S",
+                   help="with --on-nan wait: go on after S seconds without a debugger (default: wait)")
     p.add_argument("--ops", action="store_true",
                    help="also check every ATen op's outputs: names the op (and line) that produced the NaN")
     p.add_argument("--headroom", choices=sorted(_options.HEADROOM_DTYPES), default=None,
@@ -52,10 +61,17 @@ def main(argv=None):
     }
     if args.ring_capacity is not None:
         env["OVF_RING_CAPACITY"] = str(args.ring_capacity)
+    if args.wait_timeout is not None:
+        env["OVF_WAIT_TIMEOUT"] = repr(args.wait_timeout)
     try:
-        _options.from_environment(env)
+        _options.from_environment({**os.environ, **env})
     except _options.OptionError as e:
-        print(e, file=sys.stderr)
+        # Name the option as it was typed, when it was typed.
+        message = str(e)
+        for variable, option in OPTION_OF.items():
+            if variable in env and os.environ.get(variable) != env[variable]:
+                message = message.replace(f"environment variable {variable}", option).replace(variable, option)
+        print(message, file=sys.stderr)
         return 2
     if not os.path.isfile(args.script):
         print(f"ovf: cannot open script {args.script!r}: no such file", file=sys.stderr)

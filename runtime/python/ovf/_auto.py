@@ -25,7 +25,7 @@ def discover(module, becomes_batch_root=None):
     for name, sub in named:
         # a larger root renames what a smaller one named first
         if becomes_batch_root or not _ovf.is_watched(sub):
-            _ovf.watch_module(sub, name, sub is module and becomes_batch_root)
+            _ovf.watch_module(sub, _hooks.encoded(name), sub is module and becomes_batch_root)
     _root_sizes[module] = len(named)
     if becomes_batch_root:
         _batch_root = module
@@ -54,7 +54,7 @@ def _register_global_forward_hook():
 
 def enable(on_nan="raise", max_frames_to_save=21, trace_batch_nums=(), abort_after_batch_num=None,
            module="", after_batch=0, above=None, below=None, ring_capacity=None, stop_mask=None, observe=0,
-           headroom=None):
+           headroom=None, wait_timeout=0.0):
     """Turns detection on for every model this process runs. Idempotent.
 
     stop_mask: the events that stop (bits of ring.h's ovf_stop_bits); by default
@@ -62,14 +62,29 @@ def enable(on_nan="raise", max_frames_to_save=21, trace_batch_nums=(), abort_aft
     observe: also check every ATen op's outputs (_options.OBSERVE_BITS["ops"]) and
     those of the backward pass ("backward").
     headroom: "fp16", "bf16", "fp8_e4m3" or "fp8_e5m2": every line also counts
-    its values below that dtype's smallest normal (ovf frames --headroom)."""
+    its values below that dtype's smallest normal (ovf frames --headroom).
+    wait_timeout: wait mode goes on after this many seconds without a debugger.
+
+    Every option is checked before anything is switched on: a refused one
+    leaves the process as it was."""
     global _enabled
     on_event = _options.on_event_code(on_nan)
     frames = _options.max_frames(max_frames_to_save)
     trace = _options.batch_list(trace_batch_nums)
     abort_after = _options.optional_batch(abort_after_batch_num)
+    control = {"module_glob": _options.module_glob(module),
+               "after_batch": _options.batch_number(after_batch),
+               "observe": int(observe), "headroom_dtype": _options.headroom_code(headroom)}
+    wait_timeout = _options.seconds(wait_timeout)
     if ring_capacity is not None:
-        _ovf.configure_ring(int(ring_capacity))
+        _ovf.configure_ring(_options.ring_capacity(ring_capacity))
+    mask = _options.STOP_BITS["nan"] | _options.STOP_BITS["inf"]
+    if above is not None:
+        mask |= _options.STOP_BITS["above"]
+        control["above"] = float(above)
+    if below is not None:
+        mask |= _options.STOP_BITS["below"]
+        control["below"] = float(below)
     if not _enabled:
         from . import _optimizer
 
@@ -78,19 +93,8 @@ def enable(on_nan="raise", max_frames_to_save=21, trace_batch_nums=(), abort_aft
         _optimizer.install()
         _enabled = True
     _ovf.start_session(frames, trace, abort_after, on_event)
-    explicit_mask = stop_mask
-    stop_mask = _options.STOP_BITS["nan"] | _options.STOP_BITS["inf"]
-    control = {"module_glob": module, "after_batch": int(after_batch), "observe": int(observe),
-               "headroom_dtype": _options.headroom_code(headroom)}
-    if above is not None:
-        stop_mask |= _options.STOP_BITS["above"]
-        control["above"] = float(above)
-    if below is not None:
-        stop_mask |= _options.STOP_BITS["below"]
-        control["below"] = float(below)
-    if explicit_mask is not None:
-        stop_mask = explicit_mask
-    _ovf.set_control(stop_mask=stop_mask, **control)
+    _ovf.set_control(stop_mask=mask if stop_mask is None else stop_mask, **control)
+    _ovf.set_wait_timeout(wait_timeout)
     _ovf.sync_op_observer()
     if on_nan == "abort" and not _ovf.enable_core_dumps():
         print("ovf: core dumps are disabled by the hard limit (ulimit -H -c); on_nan=abort will "
@@ -99,12 +103,9 @@ def enable(on_nan="raise", max_frames_to_save=21, trace_batch_nums=(), abort_aft
 
 def enable_from_environment():
     """enable() with the options of the OVF_* environment variables."""
-    import os
-
     opts = _options.from_environment()
-    capacity = os.environ.get("OVF_RING_CAPACITY")
     enable(on_nan=opts["on_nan"], max_frames_to_save=opts["max_frames_to_save"],
            trace_batch_nums=opts["trace_batch_nums"], abort_after_batch_num=opts["abort_after_batch_num"],
            module=opts["module"], after_batch=opts["after_batch"], above=opts["above"], below=opts["below"],
-           ring_capacity=int(capacity) if capacity else None, stop_mask=opts["stop_mask"],
-           observe=opts["observe"], headroom=opts["headroom"])
+           ring_capacity=opts["ring_capacity"], stop_mask=opts["stop_mask"],
+           observe=opts["observe"], headroom=opts["headroom"], wait_timeout=opts["wait_timeout"])

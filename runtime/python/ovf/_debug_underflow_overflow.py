@@ -71,7 +71,7 @@ class DebugUnderflowOverflow:
         self._joined = False
         _ovf.clear_modules()
         for module, name in self.module_names.items():
-            _ovf.watch_module(module, name, module is model)
+            _ovf.watch_module(module, _hooks.encoded(name), module is model)
         self._handles = [_hooks.register_forward_hook(m) for m in self.module_names]
         bits = _options.OBSERVE_BITS
         observe = ((bits["ops"] if ops else 0) | (bits["backward"] if backward else 0)

@@ -5,6 +5,8 @@ torch >= 2.0 hands keyword arguments to forward hooks registered with
 with a shim that records ``(module, kwargs)`` on a stack the C++ hook reads.
 """
 
+import sys
+
 import torch
 
 from . import _ovf
@@ -67,14 +69,25 @@ def install_kwargs_shim(force=False):
         return
     _original_call = torch.nn.Module.__call__
     torch.nn.Module.__call__ = _call_with_kwargs
+    # The shim is one more Python frame per module call (two before it: __call__
+    # and forward): the recursion limit grows by as much, so a model nests as
+    # deep under ovf as without it.
+    sys.setrecursionlimit(sys.getrecursionlimit() * 3 // 2)
 
 
 def uninstall_kwargs_shim():
     """Restores nn.Module.__call__ once nothing needs keyword arguments any more."""
     global _original_call
     if _original_call is not None:
+        sys.setrecursionlimit(max(sys.getrecursionlimit() * 2 // 3, 100))
         torch.nn.Module.__call__ = _original_call
         _original_call = None
+
+
+def encoded(name):
+    """A module path as the runtime stores it: UTF-8 bytes, a lone surrogate (a
+    legal Python str) kept by surrogateescape; printing escapes what is not text."""
+    return name.encode("utf-8", "surrogateescape")
 
 
 def register_forward_hook(module):

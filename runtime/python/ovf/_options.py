@@ -22,10 +22,26 @@ def on_event_code(value, where="on_nan"):
     return _ovf.ON_EVENT[value]
 
 
-def max_frames(value, where="max_frames_to_save"):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise OptionError(f"ovf: {where} must be an integer >= 1; got {value!r}")
+# What the runtime's fields hold (ring.h): max_frames_to_save is a uint32, batch
+# numbers int64, the ring's capacity a power of two the runtime caps at 2^30.
+MAX_FRAMES = 2**32 - 1
+MAX_BATCH = 2**63 - 1
+RING_CAPACITY = (64, 2**30)
+GLOB_BYTES = 255
+
+
+def _integer(value, where, low, high, what):
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise OptionError(f"ovf: {where} must be {what}; got {value!r}")
     return value
+
+
+def max_frames(value, where="max_frames_to_save"):
+    return _integer(value, where, 1, MAX_FRAMES, f"an integer from 1 to {MAX_FRAMES}")
+
+
+def batch_number(value, where="after_batch"):
+    return _integer(value, where, 0, MAX_BATCH, f"a batch number (an integer from 0 to {MAX_BATCH})")
 
 
 def batch_list(value, where="trace_batch_nums"):
@@ -35,17 +51,36 @@ def batch_list(value, where="trace_batch_nums"):
         raise OptionError(f"ovf: {where} must be a list of batch numbers (ints >= 0); got {value!r}")
     batches = list(value)
     for b in batches:
-        if isinstance(b, bool) or not isinstance(b, int) or b < 0:
-            raise OptionError(f"ovf: {where} must hold batch numbers (ints >= 0); got {b!r}")
+        if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= MAX_BATCH:
+            raise OptionError(f"ovf: {where} must hold batch numbers (ints from 0 to {MAX_BATCH}); "
+                              f"got {b!r}")
     return batches
 
 
 def optional_batch(value, where="abort_after_batch_num"):
     if value is None:
         return -1
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise OptionError(f"ovf: {where} must be None or an integer >= 0; got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_BATCH:
+        raise OptionError(f"ovf: {where} must be None or an integer from 0 to {MAX_BATCH}; got {value!r}")
     return value
+
+
+def ring_capacity(value, where="ring capacity"):
+    low, high = RING_CAPACITY
+    return _integer(value, where, low, high, f"an integer from {low} to {high} (records)")
+
+
+def module_glob(value, where="module"):
+    if len(value.encode("utf-8", "surrogateescape")) > GLOB_BYTES:
+        raise OptionError(f"ovf: {where} holds at most {GLOB_BYTES} bytes (UTF-8); got "
+                          f"{len(value.encode('utf-8', 'surrogateescape'))}")
+    return value
+
+
+def seconds(value, where="wait timeout"):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        raise OptionError(f"ovf: {where} must be a number of seconds >= 0 (0: wait for ever); got {value!r}")
+    return float(value)
 
 
 def _env_int(name, text):
@@ -63,19 +98,23 @@ def _env_float(name, text):
 
 
 def from_environment(environ=None):
-    """The options auto mode reads from OVF_* variables, validated."""
+    """The options auto mode reads from OVF_* variables, every one validated
+    before anything is switched on."""
     env = os.environ if environ is None else environ
     opts = {
         "on_nan": env.get("OVF_ON_NAN", "raise"),
         "max_frames_to_save": _env_int("OVF_MAX_FRAMES", env.get("OVF_MAX_FRAMES", "21")),
         "trace_batch_nums": [],
         "abort_after_batch_num": None,
-        "module": env.get("OVF_MODULE", ""),
-        "after_batch": _env_int("OVF_AFTER_BATCH", env.get("OVF_AFTER_BATCH", "0")),
+        "module": module_glob(env.get("OVF_MODULE", ""), "OVF_MODULE"),
+        "after_batch": batch_number(_env_int("OVF_AFTER_BATCH", env.get("OVF_AFTER_BATCH", "0")),
+                                    "OVF_AFTER_BATCH"),
         "above": None,
         "below": None,
         "stop_mask": None,
         "observe": 0,
+        "ring_capacity": None,
+        "wait_timeout": 0.0,
     }
     on_event_code(opts["on_nan"], "OVF_ON_NAN")
     max_frames(opts["max_frames_to_save"], "OVF_MAX_FRAMES")
@@ -90,6 +129,12 @@ def from_environment(environ=None):
         opts["above"] = _env_float("OVF_ABOVE", env["OVF_ABOVE"])
     if env.get("OVF_BELOW", "").strip():
         opts["below"] = _env_float("OVF_BELOW", env["OVF_BELOW"])
+    if env.get("OVF_RING_CAPACITY", "").strip():
+        opts["ring_capacity"] = ring_capacity(_env_int("OVF_RING_CAPACITY", env["OVF_RING_CAPACITY"]),
+                                              "OVF_RING_CAPACITY")
+    if env.get("OVF_WAIT_TIMEOUT", "").strip():
+        opts["wait_timeout"] = seconds(_env_float("OVF_WAIT_TIMEOUT", env["OVF_WAIT_TIMEOUT"]),
+                                       "OVF_WAIT_TIMEOUT")
     if "OVF_STOP" in env:
         opts["stop_mask"] = stop_mask(env["OVF_STOP"], "OVF_STOP")
     opts["observe"] = observe_bits(env.get("OVF_OBSERVE", ""), "OVF_OBSERVE")
@@ -98,8 +143,8 @@ def from_environment(environ=None):
     return opts
 
 
-# Headroom targets: enum ovf_dtype codes (ring.h).
-HEADROOM_DTYPES = {"fp16": 3, "bf16": 4, "fp8_e4m3": 13, "fp8_e5m2": 14}
+# Headroom targets: the runtime's names for the floating types (enum ovf_dtype codes).
+HEADROOM_DTYPES = dict(_ovf.HEADROOM_DTYPES)
 
 
 def headroom_code(name, where="headroom"):
