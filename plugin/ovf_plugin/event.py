@@ -43,7 +43,7 @@ def last_event(ring):
     if r.kind == layout.KIND_CHECKPOINT:
         event.checkpoint = r
         lines = [r]
-    elif r.kind in (layout.KIND_OP_OUTPUT, layout.KIND_GRAD):
+    elif r.kind in (layout.KIND_OP_OUTPUT, layout.KIND_GRAD, layout.KIND_BUFFER):
         event.op = r  # a gradient record names its module the way an op record does
         lines = [r]
     else:

@@ -55,6 +55,9 @@ class Walk:
     frames: list
     stopped_by: BadSlot = None  # a torn / overwritten / unreadable slot
     inconsistent: list = field(default_factory=list)  # seqs of lines not of their frame
+    # op and buffer records written after the newest frame kept, oldest first:
+    # an op that fired in a forward still running, or in the loss, backward or step
+    trailing_ops: list = field(default_factory=list)
 
 
 def walk_back(ring, count, end_seq=None, keep=None):
@@ -80,11 +83,13 @@ def walk_back(ring, count, end_seq=None, keep=None):
             break
         if r.kind in (layout.KIND_CHECKPOINT, layout.KIND_STEP, layout.KIND_STEP_PARAM, layout.KIND_GRAD):
             continue  # not the reference's frames: detect_overflow, optimizer steps, gradients
-        if r.kind == layout.KIND_OP_OUTPUT:
+        if r.kind in (layout.KIND_OP_OUTPUT, layout.KIND_BUFFER):
             if lines:
                 walk.inconsistent.append(r.seq)  # an op inside a frame's lines
             elif marker_home is not None:
                 marker_home.ops.insert(0, r)
+            elif not kept:
+                walk.trailing_ops.insert(0, r)
             continue
         if r.kind == layout.KIND_BATCH_START:
             if lines:
@@ -125,11 +130,12 @@ def frame_at(ring, seq):
         r = ring.record(marker_seq)
         if isinstance(r, BadSlot) or r.kind not in (layout.KIND_BATCH_START, layout.KIND_CHECKPOINT,
                                                     layout.KIND_OP_OUTPUT, layout.KIND_STEP,
-                                                    layout.KIND_STEP_PARAM, layout.KIND_GRAD):
+                                                    layout.KIND_STEP_PARAM, layout.KIND_GRAD,
+                                                    layout.KIND_BUFFER):
             break
         if r.kind == layout.KIND_BATCH_START:
             frame.markers.insert(0, r)
-        elif r.kind == layout.KIND_OP_OUTPUT:
+        elif r.kind in (layout.KIND_OP_OUTPUT, layout.KIND_BUFFER):
             frame.ops.insert(0, r)
     return frame
 

@@ -1,4 +1,11 @@
-"""The ring's bytes, as runtime/include/ovf/ring.h lays them out (layout version 1).
+"""The ring's bytes, as runtime/include/ovf/ring.h lays them out (layout versions 1 and 2).
+
+Versions: fields never move; additions go into reserved space and bump the
+version; a reader reads every version it knows and names a newer one as such.
+Version 1 had 128-byte records whose last 8 bytes were context_id/aux_id for op
+records and headroom_dtype/headroom_underflow for a frame's tensor lines;
+version 2 has 192-byte records with both pairs as fields of their own and 56
+reserved bytes, and the header's root_class_id (152) and own_on_event (156).
 
 Every field is listed with its offset and struct code, so that one table drives
 decoding, control-block writes and the test that compiles ring.h and compares
@@ -11,9 +18,10 @@ from collections import namedtuple
 
 MAGIC = 0x474E49522D46564F  # "OVF-RING" as a little-endian u64
 MAGIC_BYTES = struct.pack("<Q", MAGIC)
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 HEADER_SIZE = 1024
-RECORD_SIZE = 128
+RECORD_SIZE = 192
+RECORD_SIZES = {1: 128, 2: 192}  # every layout version this reader knows
 CONTROL_OFFSET = 256
 CONTROL_SIZE = 640
 NO_SEQ = 0xFFFFFFFFFFFFFFFF
@@ -26,8 +34,9 @@ STOP_FUNCTION = "ovf_stop_event"
 KIND_EMPTY, KIND_FRAME, KIND_WEIGHT, KIND_INPUT, KIND_OUTPUT, KIND_GRAD = range(6)
 KIND_OP_OUTPUT, KIND_CHECKPOINT, KIND_BATCH_START, KIND_NONE, KIND_NOT_TENSOR = range(6, 11)
 KIND_STEP, KIND_STEP_PARAM = 11, 12  # optimizer.step() and its non-finite parameters
+KIND_BUFFER = 13  # a module's buffer its forward turned non-finite (layout 2)
 KIND_NAMES = ("empty", "frame", "weight", "input", "output", "grad", "op", "checkpoint",
-              "batch", "none", "not-tensor", "step", "step-param")
+              "batch", "none", "not-tensor", "step", "step-param", "buffer")
 LINE_KINDS = frozenset({KIND_WEIGHT, KIND_INPUT, KIND_OUTPUT, KIND_GRAD, KIND_OP_OUTPUT, KIND_STEP_PARAM,
                         KIND_NONE, KIND_NOT_TENSOR})
 
@@ -76,12 +85,11 @@ TENSOR_LINE_KINDS = frozenset({KIND_WEIGHT, KIND_INPUT, KIND_OUTPUT})
 
 def headroom(r):
     """(name, abs max / the dtype's max, values below its smallest normal) of a
-    frame's tensor line recorded with headroom on; None otherwise. The line's
-    last two fields hold the target dtype and that count (ring.h)."""
-    if r.kind not in TENSOR_LINE_KINDS or r.context_id not in HEADROOM_BY_DTYPE:
+    frame's tensor line recorded with headroom on; None otherwise."""
+    if r.kind not in TENSOR_LINE_KINDS or r.headroom_dtype not in HEADROOM_BY_DTYPE:
         return None
-    name, top, _ = HEADROOM_BY_DTYPE[r.context_id]
-    return name, r.abs_max / top, r.aux_id
+    name, top, _ = HEADROOM_BY_DTYPE[r.headroom_dtype]
+    return name, r.abs_max / top, r.headroom_underflow
 
 
 # enum ovf_observe_bits
@@ -125,7 +133,7 @@ RECORD_FIELDS = (
     ("nan_count", 56, "Q"), ("pos_inf_count", 64, "Q"), ("neg_inf_count", 72, "Q"),
     ("zero_count", 80, "Q"), ("abs_min", 88, "d"), ("abs_max", 96, "d"),
     ("abs_min_nonzero", 104, "d"), ("subnormal_count", 112, "Q"), ("context_id", 120, "I"),
-    ("aux_id", 124, "I"),
+    ("aux_id", 124, "I"), ("headroom_dtype", 128, "I"), ("headroom_underflow", 132, "I"),
 )
 
 CONTROL_FIELDS = (
@@ -146,9 +154,12 @@ HEADER_FIELDS = (
     ("world_size", 108, "i"), ("device_index", 112, "i"), ("runtime_version", 116, "I"),
     ("detection_state", 120, "I"), ("max_frames_to_save", 124, "I"), ("last_event_kind", 128, "I"),
     ("frames_per_batch_hint", 132, "I"), ("frames_written", 136, "Q"), ("start_time_ns", 144, "Q"),
+    ("root_class_id", 152, "I"), ("own_on_event", 156, "I"),
 )
 
 RECORD_STRUCT, RECORD_OFFSETS = _table(RECORD_FIELDS, RECORD_SIZE)
+# Version 1: the same fields up to aux_id, in 128 bytes.
+_RECORD_V1_STRUCT, _ = _table(RECORD_FIELDS[:-2], RECORD_SIZES[1])
 CONTROL_STRUCT, CONTROL_OFFSETS = _table(CONTROL_FIELDS, CONTROL_SIZE)
 _HEADER_ONLY_STRUCT, HEADER_OFFSETS = _table(HEADER_FIELDS, CONTROL_OFFSET)
 # The fixed part of a record is (seq, frame_seq, ...): one tuple per record.
@@ -173,6 +184,8 @@ def decode_header(data):
     if len(data) < HEADER_SIZE:
         raise ValueError(f"{len(data)} bytes is shorter than the {HEADER_SIZE}-byte header")
     header = Header._make(_HEADER_ONLY_STRUCT.unpack_from(data, 0))
+    if header.layout_version == 1:  # reserved (zero) bytes then: no root class, the mode unknown
+        header = header._replace(root_class_id=NO_ID, own_on_event=ON_EVENT_CONTINUE)
     values = CONTROL_STRUCT.unpack_from(data, CONTROL_OFFSET)
     # the array trace_batches unpacks as MAX_TRACE_BATCHES values: fold them into one tuple
     trace = tuple(values[10 : 10 + MAX_TRACE_BATCHES])
@@ -180,8 +193,26 @@ def decode_header(data):
     return header, control
 
 
-def decode_record(data, offset=0):
-    return Record._make(RECORD_STRUCT.unpack_from(data, offset))
+def encode_record(record, version=LAYOUT_VERSION):
+    """The bytes of `record` (a Record) in layout `version`: what the runtime of
+    that version writes (tests build rings of every version with it)."""
+    if version != 1:
+        return RECORD_STRUCT.pack(*record)
+    if record.kind in TENSOR_LINE_KINDS:
+        record = record._replace(context_id=record.headroom_dtype, aux_id=record.headroom_underflow)
+    return _RECORD_V1_STRUCT.pack(*record[:-2])
+
+
+def decode_record(data, offset=0, version=LAYOUT_VERSION):
+    """A Record of layout `version`, in version 2's fields."""
+    if version != 1:
+        return Record._make(RECORD_STRUCT.unpack_from(data, offset))
+    values = _RECORD_V1_STRUCT.unpack_from(data, offset)
+    r = Record._make(values + (0, 0))
+    if r.kind in TENSOR_LINE_KINDS:  # the union held headroom for a frame's tensor lines
+        return r._replace(headroom_dtype=r.context_id, headroom_underflow=r.aux_id, context_id=NO_ID,
+                          aux_id=NO_ID)
+    return r
 
 
 def encode_control_field(name, value):

@@ -2,6 +2,7 @@
 runtime's C++ formatter (runtime/src/report.cpp) writes it."""
 
 import math
+from dataclasses import replace
 
 from . import layout
 
@@ -64,9 +65,10 @@ def _right_17(word):
     return f"{word:>17}"
 
 
-def format_record(r, text):
+def format_record(r, text, module=None):
     """One record as the reference prints it; `text(id)` returns an interned
-    string, escaped (Ring.text)."""
+    string, escaped (Ring.text); `module(id)` a module path for people
+    (Ring.module: "<root Class>", "(no module)")."""
     kind = r.kind
     if kind in (layout.KIND_FRAME, layout.KIND_STEP):
         return f"{PREFIX} {text(r.name_id)} {text(r.label_id)}"
@@ -79,8 +81,8 @@ def format_record(r, text):
     if kind == layout.KIND_CHECKPOINT:
         lo, hi = reference_min_max(r)
         return f"{format_8_2e(lo)} {format_8_2e(hi)} {text(r.name_id)}"
-    if kind == layout.KIND_OP_OUTPUT:
-        return format_op(r, text)
+    if kind in (layout.KIND_OP_OUTPUT, layout.KIND_BUFFER):
+        return format_op(r, text, module)
     if kind == layout.KIND_GRAD:
         lo, hi = reference_min_max(r)
         return f"{format_8_2e(lo)} {format_8_2e(hi)} {text(r.label_id)} of {text(r.name_id)}"
@@ -93,16 +95,22 @@ def format_record(r, text):
     return f"{format_8_2e(lo)} {format_8_2e(hi)} {label}"
 
 
-def format_op(r, text):
+def format_op(r, text, module=None):
     """An op record (op observer): its values like a line, then what ran where:
     "     nan      nan output = aten::log in feat (produced here)"; a backward
-    op names the forward op whose gradient it computes."""
+    op names the forward op whose gradient it computes; a buffer record the
+    module whose forward made it non-finite."""
     if r.flags & layout.FLAG_HAS_STATS and r.numel:
         lo, hi = reference_min_max(r)
         values = f"{format_8_2e(lo)} {format_8_2e(hi)}"
     else:
         values = _right_17("empty" if r.flags & layout.FLAG_HAS_STATS else "no data")
-    where = text(r.context_id) if r.context_id != layout.NO_ID else "(no module)"
+    if module is None:
+        def module(i):
+            return text(i) if i != layout.NO_ID else "(no module)"
+    where = module(r.context_id)
+    if r.kind == layout.KIND_BUFFER:
+        return f"{values} buffer {text(r.label_id)} (made non-finite by {where}'s forward)"
     if r.flags & layout.FLAG_BACKWARD:
         origin = text(r.aux_id) if r.aux_id != layout.NO_ID else "an unknown op"
         what = f"grad = {text(r.name_id)} for {origin} in {where}"
@@ -126,10 +134,10 @@ def headroom_suffix(r):
     return f"  [{name}: {fraction:.2f} of max, {below} below normal]"
 
 
-def format_frame(frame, text, with_ops=False, with_headroom=False):
+def format_frame(frame, text, with_ops=False, with_headroom=False, module=None):
     """A frame's text: its batch markers, (its ops,) its header, its lines, joined
     by "\\n"; with_headroom appends each line's headroom (watch --headroom)."""
-    return "\n".join(format_record(r, text) + (headroom_suffix(r) if with_headroom else "")
+    return "\n".join(format_record(r, text, module) + (headroom_suffix(r) if with_headroom else "")
                      for r in frame.records(with_ops))
 
 
@@ -145,17 +153,37 @@ def format_trace(frame, text):
     return "".join(line + "\n" for line in out) + format_frame(frame, text) + "\n"
 
 
-def format_frames(frames, text, with_ops=False, with_headroom=False):
+def format_frames(frames, text, with_ops=False, with_headroom=False, module=None):
     """Frames joined as the reference joins its saved frames."""
-    return "\n".join(format_frame(f, text, with_ops, with_headroom) for f in frames)
+    return "\n".join(format_frame(f, text, with_ops, with_headroom, module) for f in frames)
 
 
-def format_listing(frames, text, with_ops=False, with_headroom=False):
+# Ops that only set memory up (zeroing gradients, filling buffers, making
+# ones for a backward seed): an optimizer's zero_grad makes hundreds of them.
+# Listed only when asked, or when one is non-finite.
+BOOKKEEPING_OPS = frozenset({"aten::zero_", "aten::zeros", "aten::zeros_like", "aten::ones", "aten::ones_like",
+                             "aten::fill_", "aten::full", "aten::full_like", "aten::empty", "aten::empty_like",
+                             "aten::detach", "aten::detach_", "aten::set_", "aten::lift_fresh", "aten::alias"})
+
+
+def is_bookkeeping(r, text):
+    return (r.kind == layout.KIND_OP_OUTPUT and not r.flags & layout.FLAG_NONFINITE
+            and text(r.name_id) in BOOKKEEPING_OPS)
+
+
+def format_listing(frames, text, with_ops=False, with_headroom=False, module=None, trailing_ops=(),
+                   all_ops=False):
     """`ovf frames`: the reference's "Last N forward frames:" block; with_ops
-    adds the op observer's records where the ops ran, with_headroom each line's
-    headroom."""
-    return (f"Last {len(frames)} forward frames:\n{COLUMN_HEADER}\n"
-            + (format_frames(frames, text, with_ops, with_headroom) + "\n" if frames else ""))
+    adds the op observer's records where the ops ran (those after the newest
+    frame last) without bookkeeping ops unless all_ops, with_headroom each
+    line's headroom."""
+    if with_ops and not all_ops:
+        frames = [replace(f, ops=[r for r in f.ops if not is_bookkeeping(r, text)]) for f in frames]
+        trailing_ops = [r for r in trailing_ops if not is_bookkeeping(r, text)]
+    body = format_frames(frames, text, with_ops, with_headroom, module)
+    if with_ops and trailing_ops:
+        body += ("\n" if body else "") + "\n".join(format_record(r, text, module) for r in trailing_ops)
+    return f"Last {len(frames)} forward frames:\n{COLUMN_HEADER}\n" + (body + "\n" if body else "")
 
 
 def format_detection_report(batch_number, frames, text):

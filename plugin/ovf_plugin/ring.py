@@ -134,6 +134,8 @@ class Ring:
         self._validate()
         h = self.header
         self.capacity = h.record_capacity
+        self.version = h.layout_version
+        self.record_size = h.record_size
         self.end_seq = h.write_seq
         self.floor_seq = max(0, self.end_seq - self.capacity)
         self._chunks = {}  # chunk number -> bytes of CHUNK_RECORDS slots
@@ -149,14 +151,15 @@ class Ring:
             raise OvfError(f"ovf: {where} holds no ovf ring (magic 0x{h.magic:016x})")
         if h.layout_version > layout.LAYOUT_VERSION:
             raise NewerLayoutError(f"ovf: the ring has layout version {h.layout_version}, newer than this ovf "
-                           f"debugger extension reads ({layout.LAYOUT_VERSION}); use the extension that "
-                           f"ships with the runtime (version {layout.version_text(h.runtime_version)})")
-        if h.layout_version != layout.LAYOUT_VERSION:
+                                   f"debugger extension reads ({layout.LAYOUT_VERSION}); use the extension that "
+                                   f"ships with the runtime (version {layout.version_text(h.runtime_version)})")
+        if h.layout_version not in layout.RECORD_SIZES:
             raise OvfError(f"ovf: {where} is corrupt (layout version {h.layout_version})")
-        if h.header_size != layout.HEADER_SIZE or h.record_size != layout.RECORD_SIZE:
+        expected = layout.RECORD_SIZES[h.layout_version]
+        if h.header_size != layout.HEADER_SIZE or h.record_size != expected:
             raise OvfError(f"ovf: {where} is corrupt (header {h.header_size} bytes, record "
-                           f"{h.record_size} bytes; layout {layout.LAYOUT_VERSION} has "
-                           f"{layout.HEADER_SIZE} and {layout.RECORD_SIZE})")
+                           f"{h.record_size} bytes; layout {h.layout_version} has "
+                           f"{layout.HEADER_SIZE} and {expected})")
         cap = h.record_capacity
         if cap == 0 or cap & (cap - 1) or cap > MAX_CAPACITY:
             raise OvfError(f"ovf: {where} is corrupt (record capacity {cap} is not a power of two "
@@ -173,8 +176,8 @@ class Ring:
             first = number * CHUNK_RECORDS
             count = min(CHUNK_RECORDS, self.capacity - first)
             try:
-                data = self.target.read_memory(self.header.records_addr + first * layout.RECORD_SIZE,
-                                               count * layout.RECORD_SIZE)
+                data = self.target.read_memory(self.header.records_addr + first * self.record_size,
+                                               count * self.record_size)
             except TargetMemoryError:
                 data = b""
             self._chunks[number] = data
@@ -186,13 +189,13 @@ class Ring:
             return BadSlot(seq, OVERWRITTEN if seq < self.floor_seq else TORN)
         slot = seq & (self.capacity - 1)
         data = self._chunk(slot // CHUNK_RECORDS)
-        offset = (slot % CHUNK_RECORDS) * layout.RECORD_SIZE
-        if len(data) < offset + layout.RECORD_SIZE:
+        offset = (slot % CHUNK_RECORDS) * self.record_size
+        if len(data) < offset + self.record_size:
             return BadSlot(seq, UNREADABLE)
         found = struct.unpack_from("<Q", data, offset)[0]
         if found != seq:
             return BadSlot(seq, OVERWRITTEN if found != layout.NO_SEQ and found > seq else TORN)
-        record = layout.decode_record(data, offset)
+        record = layout.decode_record(data, offset, self.version)
         if record.kind == layout.KIND_EMPTY or record.kind >= len(layout.KIND_NAMES):
             return BadSlot(seq, CORRUPT)
         return record
@@ -200,9 +203,9 @@ class Ring:
     def record_at(self, address):
         """The sequence number of the slot at `address` (a record pointer), or None."""
         offset = address - self.header.records_addr
-        if offset < 0 or offset % layout.RECORD_SIZE or offset // layout.RECORD_SIZE >= self.capacity:
+        if offset < 0 or offset % self.record_size or offset // self.record_size >= self.capacity:
             return None
-        return offset // layout.RECORD_SIZE
+        return offset // self.record_size
 
     # ------------------------------------------------------------ names
 
@@ -217,6 +220,16 @@ class Ring:
         if offset + length > len(arena):
             return b"<bad name id %d>" % name_id
         return arena[offset : offset + length]
+
+    def module(self, name_id, none="(no module)"):
+        """A module path for people: `none` for no module, the watched model
+        itself (path "") as "<root Class>" where the runtime named its class."""
+        if name_id == layout.NO_ID:
+            return none
+        path = self.text(name_id)
+        if path == "" and self.header.root_class_id != layout.NO_ID:
+            return f"<root {self.text(self.header.root_class_id)}>"
+        return path
 
     def text(self, name_id):
         """The interned string `name_id`, escaped for printing (report.escape_text)."""

@@ -42,7 +42,7 @@ def title(ring, event):
         op = event.op
         role = (", produced here" if op.flags & layout.FLAG_PRODUCER
                 else ", carried in" if op.flags & layout.FLAG_CARRIER else "")
-        module = ring.text(op.context_id) if op.context_id != layout.NO_ID else "no module"
+        module = ring.module(op.context_id, "no module")
         return f"{text} at batch {event.batch}, op {ring.text(op.name_id)} in {module}{role}"
     newest = walk_back(ring, 1).frames
     number = f", frame {h.frames_written - 1}" if newest and newest[0].seq == event.seq else ""
@@ -68,7 +68,7 @@ def _culprit(ring, event, bit, line):
         where = ring.text(record.name_id)
         label = ring.text(line.label_id)
     elif event.op is not None:
-        module = ring.text(record.context_id) if record.context_id != layout.NO_ID else "(no module)"
+        module = ring.module(record.context_id)
         where = f"{module}: {ring.text(record.name_id)}"
         label = ring.text(line.label_id)
     else:
@@ -124,7 +124,7 @@ def stop_summary(ring, event, chosen=None):
         if before:
             out += _frame_block(ring, before[0], "last frame before the op")
         what = "this gradient" if event.op.kind == layout.KIND_GRAD else "this op"
-        out.append(f"{format_record(event.op, ring.text)}    <- {what}")
+        out.append(f"{format_record(event.op, ring.text, ring.module)}    <- {what}")
     out.append("ovf: `py-bt` shows the Python line, `ovf frames` the frames before, "
                "`continue` runs to the next event")
     return "\n".join(out) + "\n"

@@ -252,7 +252,8 @@ void check_optimizer(py::handle optimizer) {
   StepCheck check(type_name(optimizer));
   size_t index = 0;
   // Its state (Adam's exp_avg, exp_avg_sq, ...) when asked: more reads per step.
-  const py::object state = check_optimizer_state() ? optimizer.attr("state") : py::none();
+  py::object state = py::none();
+  if (check_optimizer_state()) state = optimizer.attr("state");
   for (py::handle group : optimizer.attr("param_groups")) {
     for (py::handle p : group["params"]) {
       const size_t i = index++;

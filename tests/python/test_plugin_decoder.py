@@ -64,19 +64,21 @@ class ImageTarget(Target):
 class RingBuilder:
     """Writes records as the runtime does: one contiguous run per frame."""
 
-    def __init__(self, capacity=64):
+    def __init__(self, capacity=64, version=layout.LAYOUT_VERSION):
         self.capacity = capacity
-        self.records = bytearray(capacity * layout.RECORD_SIZE)
+        self.version = version
+        self.size = layout.RECORD_SIZES[version]
+        self.records = bytearray(capacity * self.size)
         self.names = [b"<string table full>"]
         self.seq = 0
         self.frames = 0
-        self.header = dict(magic=layout.MAGIC, layout_version=1, header_size=1024, record_size=128,
+        self.header = dict(magic=layout.MAGIC, layout_version=version, header_size=1024, record_size=self.size,
                            record_capacity=capacity, records_addr=RECORDS, batch=0,
                            first_nonfinite_seq=layout.NO_SEQ, last_event_seq=layout.NO_SEQ,
                            names_index_addr=INDEX, names_arena_addr=ARENA, names_capacity=1024,
                            names_arena_size=1 << 16, pid=4242, rank=-1, local_rank=-1, world_size=1,
                            device_index=-1, runtime_version=0x000100, detection_state=1,
-                           max_frames_to_save=21)
+                           max_frames_to_save=21, root_class_id=layout.NO_ID)
 
     def intern(self, text):
         raw = text if isinstance(text, bytes) else text.encode()
@@ -90,8 +92,8 @@ class RingBuilder:
                       device_index=-1, abs_min=math.inf, abs_min_nonzero=math.inf)
         values.update(fields)
         slot = self.seq % self.capacity
-        self.records[slot * 128 : slot * 128 + 128] = layout.RECORD_STRUCT.pack(
-            *(values[n] for n in layout.Record._fields))
+        self.records[slot * self.size : (slot + 1) * self.size] = layout.encode_record(
+            layout.Record(**values), self.version)
         self.seq += 1
         return values["seq"]
 
@@ -134,8 +136,8 @@ class RingBuilder:
         return {STATE: bytes(state), RECORDS: bytes(self.records), INDEX: index, ARENA: arena}
 
 
-def two_batches(capacity=64):
-    b = RingBuilder(capacity)
+def two_batches(capacity=64, version=layout.LAYOUT_VERSION):
+    b = RingBuilder(capacity, version)
     b.marker()
     for batch in range(2):
         b.frame("fc", "Linear", [("weight", 2, 4, 0, 0, 0.5, 2.0), ("input[0]", 3, 4, 0, 0, 1.0, 3.0),
@@ -147,6 +149,25 @@ def two_batches(capacity=64):
 
 def listing(target, argv=()):
     return commands.execute(Session(target), "frames", list(argv))
+
+
+def test_every_known_layout_version_reads_the_same():
+    """Yesterday's cores (layout 1: headroom shared its bytes with an op's module)
+    read as today's (layout 2), headroom and op records included."""
+    listings = {}
+    for version in layout.RECORD_SIZES:
+        b = two_batches(version=version)
+        head = b._append(layout.KIND_FRAME, name_id=b.intern("fc"), label_id=b.intern("Linear"))
+        b._append(layout.KIND_OUTPUT, frame_seq=head, label_id=b.intern("output"), dtype=2, numel=4,
+                  flags=layout.FLAG_HAS_STATS, abs_min=1.0, abs_max=49136.0, abs_min_nonzero=1.0,
+                  headroom_dtype=3, headroom_underflow=2)
+        b._append(layout.KIND_OP_OUTPUT, name_id=b.intern("aten::exp"), label_id=b.intern("output"), dtype=2,
+                  numel=4, flags=layout.FLAG_HAS_STATS, abs_min=1.0, abs_max=2.0, context_id=b.intern("fc"),
+                  aux_id=layout.NO_ID)
+        listings[version] = listing(ImageTarget(b.image()), ["--headroom", "--ops", "3"])
+    assert listings[1] == listings[2]
+    assert "1.00e+00 4.91e+04 output  [fp16: 0.75 of max, 2 below normal]" in listings[2]
+    assert "1.00e+00 2.00e+00 output = aten::exp in fc" in listings[2]
 
 
 def test_listing_is_the_reference_format():
@@ -216,7 +237,7 @@ def test_torn_record_ends_the_walk_and_is_reported():
     image = b.image()
     records = bytearray(image[RECORDS])
     torn_seq = 10  # a line of batch 1's fc frame, being rewritten: seq is OVF_NO_SEQ
-    records[torn_seq * 128 : torn_seq * 128 + 8] = struct.pack("<Q", layout.NO_SEQ)
+    records[torn_seq * b.size : torn_seq * b.size + 8] = struct.pack("<Q", layout.NO_SEQ)
     image[RECORDS] = bytes(records)
     out = listing(ImageTarget(image))
     assert out.startswith("ovf: record 10 is torn; older frames are not shown\nLast 1 forward frames:\n")
@@ -227,7 +248,7 @@ def test_overwritten_record_is_reported_not_printed():
     b = two_batches()
     image = b.image()
     records = bytearray(image[RECORDS])
-    records[5 * 128 : 5 * 128 + 8] = struct.pack("<Q", 5 + 64)  # the writer lapped this slot
+    records[5 * b.size : 5 * b.size + 8] = struct.pack("<Q", 5 + 64)  # the writer lapped this slot
     image[RECORDS] = bytes(records)
     out = listing(ImageTarget(image))
     assert out.splitlines()[0] == "ovf: record 5 is overwritten; older frames are not shown"
@@ -261,7 +282,7 @@ def test_nonfinite_filter_and_json():
 @pytest.mark.parametrize("overrides, message", [
     (dict(magic=0), "the ovf runtime is loaded but its ring is not initialised yet"),
     (dict(magic=0x1234), "holds no ovf ring (magic 0x0000000000001234)"),
-    (dict(layout_version=7), "the ring has layout version 7, newer than this ovf debugger extension reads (1)"),
+    (dict(layout_version=7), "the ring has layout version 7, newer than this ovf debugger extension reads (2)"),
     (dict(record_size=96), "is corrupt (header 1024 bytes, record 96 bytes"),
     (dict(record_capacity=100), "is corrupt (record capacity 100 is not a power of two"),
 ])
@@ -274,7 +295,7 @@ def test_bad_headers_are_one_line_errors(overrides, message):
 
 def test_future_version_in_a_core_is_not_rescued_by_the_scan():
     with pytest.raises(OvfError, match="newer than this ovf debugger extension"):
-        listing(ImageTarget(two_batches().image(layout_version=2)))
+        listing(ImageTarget(two_batches().image(layout_version=layout.LAYOUT_VERSION + 1)))
 
 
 def test_garbage_and_truncated_images():

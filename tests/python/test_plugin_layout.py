@@ -26,7 +26,7 @@ int main() {
   F(ovf_record, nan_count); F(ovf_record, pos_inf_count); F(ovf_record, neg_inf_count);
   F(ovf_record, zero_count); F(ovf_record, abs_min); F(ovf_record, abs_max);
   F(ovf_record, abs_min_nonzero); F(ovf_record, subnormal_count); F(ovf_record, context_id);
-  F(ovf_record, aux_id);
+  F(ovf_record, aux_id); F(ovf_record, headroom_dtype); F(ovf_record, headroom_underflow);
   first = true;
   std::printf("], \"control\": [");
   F(ovf_control, generation); F(ovf_control, enabled); F(ovf_control, stop_mask); F(ovf_control, on_event);
@@ -45,6 +45,7 @@ int main() {
   F(ovf_state_t, world_size); F(ovf_state_t, device_index); F(ovf_state_t, runtime_version);
   F(ovf_state_t, detection_state); F(ovf_state_t, max_frames_to_save); F(ovf_state_t, last_event_kind);
   F(ovf_state_t, frames_per_batch_hint); F(ovf_state_t, frames_written); F(ovf_state_t, start_time_ns);
+  F(ovf_state_t, root_class_id); F(ovf_state_t, own_on_event);
   std::printf("], \"sizes\": {\"record\": %zu, \"control\": %zu, \"header\": %zu, \"control_offset\": %zu},",
               sizeof(ovf_record), sizeof(ovf_control), sizeof(ovf_state_t), offsetof(ovf_state_t, control));
   std::printf("\"constants\": {\"magic\": %llu, \"version\": %u, \"no_seq\": %llu, \"glob\": %u, \"trace\": %u}}\n",

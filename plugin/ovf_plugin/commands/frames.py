@@ -27,6 +27,9 @@ def add_arguments(p):
     p.add_argument("--json", action="store_true", help="one JSON object: frames with raw stats")
     p.add_argument("--ops", action="store_true",
                    help="also the op observer's records (ovf break-on-nan --ops), where the ops ran")
+    p.add_argument("--all-ops", action="store_true",
+                   help="with --ops: also the ops that only set memory up (zero_, fill_, zeros, ...), "
+                   "which are left out unless one of them is non-finite")
     p.add_argument("--headroom", action="store_true",
                    help="each line's headroom (ovf watch --headroom): abs max as a share of the dtype's "
                    "largest value, values below its smallest normal")
@@ -38,7 +41,7 @@ def run(session, args):
     keep = _filter(ring, args)
     walk = walk_back(ring, count, keep=keep)
     if args.json:
-        return json.dumps(_as_json(ring, walk), indent=1) + "\n"
+        return json.dumps(_as_json(ring, walk, args.ops), indent=1) + "\n"
     notes = list(ring.notes)
     if walk.stopped_by is not None:
         notes.append(f"ovf: {walk.stopped_by.describe()}; older frames are not shown")
@@ -47,7 +50,8 @@ def run(session, args):
     if walk.inconsistent:
         notes.append(f"ovf: {len(walk.inconsistent)} records do not belong to the frame they follow "
                      f"(first: record {walk.inconsistent[0]}); the ring may be corrupt")
-    return "".join(n + "\n" for n in notes) + format_listing(walk.frames, ring.text, args.ops, args.headroom)
+    return "".join(n + "\n" for n in notes) + format_listing(
+        walk.frames, ring.text, args.ops, args.headroom, ring.module, walk.trailing_ops, args.all_ops)
 
 
 def _filter(ring, args):
@@ -77,18 +81,24 @@ def _line(ring, r):
                    abs_max=_number(r.abs_max), abs_min_nonzero=_number(r.abs_min_nonzero))
     elif r.flags & layout.FLAG_NO_DATA:
         out["no_data"] = True
+    if r.kind in (layout.KIND_OP_OUTPUT, layout.KIND_BUFFER):
+        role = ("producer" if r.flags & layout.FLAG_PRODUCER else "carrier" if r.flags & layout.FLAG_CARRIER
+                else "constant" if r.flags & layout.FLAG_CONSTANT else None)
+        out.update(op=ring.text(r.name_id), module=ring.module(r.context_id, None), batch=r.batch,
+                   backward=bool(r.flags & layout.FLAG_BACKWARD), role=role)
     return out
 
 
-def _as_json(ring, walk):
+def _as_json(ring, walk, with_ops=False):
     h = ring.header
     frames = [{"seq": f.seq, "batch": f.batch, "module": ring.text(f.header.name_id),
                "class": ring.text(f.header.label_id), "nonfinite": f.nonfinite,
                "root": bool(f.header.flags & layout.FLAG_ROOT),
                "truncated": bool(f.header.flags & layout.FLAG_TRUNCATED),
                "batch_starts": [m.batch for m in f.markers],
-               "lines": [_line(ring, r) for r in f.lines]} for f in walk.frames]
+               "lines": [_line(ring, r) for r in f.lines],
+               **({"ops": [_line(ring, r) for r in f.ops]} if with_ops else {})} for f in walk.frames]
     return {"pid": h.pid, "rank": h.rank, "local_rank": h.local_rank, "world_size": h.world_size,
             "batch": h.batch, "write_seq": h.write_seq,
             "notes": ring.notes + ([walk.stopped_by.describe()] if walk.stopped_by else []),
-            "frames": frames}
+            "frames": frames, **({"trailing_ops": [_line(ring, r) for r in walk.trailing_ops]} if with_ops else {})}
