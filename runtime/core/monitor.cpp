@@ -309,11 +309,12 @@ Response Monitor::finish_frame(FrameBuilder& frame) {
   } else {
     raw |= nonfinite;
   }
+  // Counted before the commit: a debugger stopped in it numbers this frame.
+  ++ovf_state.frames_written;
+  ++frames_this_batch_;
   const Committed done =
       commit(records.data(), static_cast<uint32_t>(records.size()),
              {batch, raw, (header.flags & OVF_FLAG_PRODUCER) != 0, header.name_id});
-  ++ovf_state.frames_written;
-  ++frames_this_batch_;
 
   Response out;
   // The reference prints "<ctx> has nans/infs" while it builds the frame.

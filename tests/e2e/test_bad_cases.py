@@ -30,7 +30,7 @@ def test_garbage_core(debugger, tmp_path):
 def test_layout_version_from_the_future(debugger):
     out = debugger.run(["ovf break-on-nan", "run", debugger.poke_u32("ovf_state", 8, 9), "ovf frames",
                         "ovf status", "kill"], program=[PYTHON, SCRIPT, "--inf-at", "blocks.1.amp:2"])
-    assert out.count("ovf: the ring has layout version 9, newer than this ovf debugger extension reads (1); "
+    assert out.count("ovf: the ring has layout version 9, newer than this ovf debugger extension reads (2); "
                      "use the extension that ships with the runtime (version 0.1.0)") == 2
 
 
