@@ -28,8 +28,22 @@ class StopBreakpoint(gdb.Breakpoint):
 
 
 def on_stop(event):
-    """gdb.events.stop handler: prints the summary of the ovf stop, if it is one."""
+    """gdb.events.stop handler: prints the summary of the ovf stop, if it is one,
+    and selects the interpreter frame running the producing line, where gdb's
+    own py-locals and py-print work at once."""
     for bp in getattr(event, "breakpoints", ()):
         if isinstance(bp, StopBreakpoint) and bp.later:
             gdb.write(bp.later)
             bp.later = ""
+            _select_python_frame()
+
+
+def _select_python_frame():
+    try:
+        frame = gdb.newest_frame()
+        while frame is not None and frame.name() != "_PyEval_EvalFrameDefault":
+            frame = frame.older()
+        if frame is not None:
+            frame.select()
+    except gdb.error:
+        pass  # no stack to walk (a core without one): the stop frame stays selected

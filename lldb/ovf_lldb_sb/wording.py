@@ -9,8 +9,6 @@ _LLDB = [
     (re.compile(r"\bstarting gdb\b"), "starting lldb"),
     # Older ovf_plugin wording of Target.library_hint().
     (re.compile(r"point the debugger at it with: set solib-search-path DIR"), None),
-    (re.compile(r"`py-bt` shows the Python line, `ovf frames` the frames before"),
-     "`ovf frames` shows the frames before"),
 ]
 
 

@@ -42,7 +42,8 @@ LINE_KINDS = frozenset({KIND_WEIGHT, KIND_INPUT, KIND_OUTPUT, KIND_GRAD, KIND_OP
 
 # enum ovf_dtype, index = value
 DTYPE_NAMES = ("unknown", "float64", "float32", "float16", "bfloat16", "complex64", "complex128",
-               "int64", "int32", "int16", "int8", "uint8", "bool", "float8_e4m3", "float8_e5m2")
+               "int64", "int32", "int16", "int8", "uint8", "bool", "float8_e4m3", "float8_e5m2", "uint16",
+               "uint32", "uint64")
 FLOAT_DTYPES = frozenset({1, 2, 3, 4, 5, 6, 13, 14})
 
 # enum ovf_record_flags
@@ -154,7 +155,7 @@ HEADER_FIELDS = (
     ("world_size", 108, "i"), ("device_index", 112, "i"), ("runtime_version", 116, "I"),
     ("detection_state", 120, "I"), ("max_frames_to_save", 124, "I"), ("last_event_kind", 128, "I"),
     ("frames_per_batch_hint", 132, "I"), ("frames_written", 136, "Q"), ("start_time_ns", 144, "Q"),
-    ("root_class_id", 152, "I"), ("own_on_event", 156, "I"),
+    ("root_class_id", 152, "I"), ("own_on_event", 156, "I"), ("snapshot_addr", 160, "Q"),
 )
 
 RECORD_STRUCT, RECORD_OFFSETS = _table(RECORD_FIELDS, RECORD_SIZE)
@@ -185,7 +186,7 @@ def decode_header(data):
         raise ValueError(f"{len(data)} bytes is shorter than the {HEADER_SIZE}-byte header")
     header = Header._make(_HEADER_ONLY_STRUCT.unpack_from(data, 0))
     if header.layout_version == 1:  # reserved (zero) bytes then: no root class, the mode unknown
-        header = header._replace(root_class_id=NO_ID, own_on_event=ON_EVENT_CONTINUE)
+        header = header._replace(root_class_id=NO_ID, own_on_event=ON_EVENT_CONTINUE, snapshot_addr=0)
     values = CONTROL_STRUCT.unpack_from(data, CONTROL_OFFSET)
     # the array trace_batches unpacks as MAX_TRACE_BATCHES values: fold them into one tuple
     trace = tuple(values[10 : 10 + MAX_TRACE_BATCHES])

@@ -104,6 +104,15 @@ def frames(core, count=None):
     return commands.execute(core.session, "frames", _count_args(count))
 
 
+def python_stack(core):
+    """`ovf py-bt` and `ovf py-locals` of the core (the event snapshot), or the
+    one line that says why there is none."""
+    try:
+        return (commands.execute(core.session, "py-bt", []) + commands.execute(core.session, "py-locals", []))
+    except OvfError as e:
+        return f"{e}\n"
+
+
 def order(cores):
     """The readable cores with a first non-finite value, earliest first."""
     return sorted((c for c in cores if c.first is not None), key=lambda c: (c.first.timestamp_ns, c.path))

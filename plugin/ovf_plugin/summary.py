@@ -125,6 +125,8 @@ def stop_summary(ring, event, chosen=None):
             out += _frame_block(ring, before[0], "last frame before the op")
         what = "this gradient" if event.op.kind == layout.KIND_GRAD else "this op"
         out.append(f"{format_record(event.op, ring.text, ring.module)}    <- {what}")
-    out.append("ovf: `py-bt` shows the Python line, `ovf frames` the frames before, "
-               "`continue` runs to the next event")
+    # The runtime took a snapshot of the Python stack at the event (none in a
+    # C++ program, which has no Python line to show).
+    python = "`ovf py-bt` shows the Python line, `ovf py-locals` its locals, " if ring.header.snapshot_addr else ""
+    out.append(f"ovf: {python}`ovf frames` the frames before, `continue` runs to the next event")
     return "\n".join(out) + "\n"

@@ -10,6 +10,7 @@
 #include "record.h"
 #include "report.h"
 #include "ring_writer.h"
+#include "snapshot.h"
 
 namespace ovf {
 namespace {
@@ -188,6 +189,7 @@ Monitor::Committed Monitor::commit(ovf_record* records, uint32_t count,
   if (static_cast<int64_t>(request.batch) < read_control(c.after_batch)) events = 0;
   if (events && !module_matches(request.module_id)) events = 0;
   if (events) {
+    take_snapshot(out.first);
     ovf_state.last_event_seq = out.first;
     ovf_state.last_event_kind = events;
     ovf_stop_event(find_record(out.first), events);

@@ -87,6 +87,9 @@ const char* dtype_name(ovf_dtype dtype) {
     case OVF_DTYPE_BOOL: return "bool";
     case OVF_DTYPE_FLOAT8_E4M3: return "float8_e4m3fn";
     case OVF_DTYPE_FLOAT8_E5M2: return "float8_e5m2";
+    case OVF_DTYPE_UINT16: return "uint16";
+    case OVF_DTYPE_UINT32: return "uint32";
+    case OVF_DTYPE_UINT64: return "uint64";
     default: return "unknown";
   }
 }
@@ -126,6 +129,21 @@ double element_to_double(const void* element, ovf_dtype dtype) {
     }
     case OVF_DTYPE_INT8: return static_cast<int8_t>(*p);
     case OVF_DTYPE_UINT8: return static_cast<uint8_t>(*p);
+    case OVF_DTYPE_UINT16: {
+      uint16_t x;
+      std::memcpy(&x, p, 2);
+      return x;
+    }
+    case OVF_DTYPE_UINT32: {
+      uint32_t x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case OVF_DTYPE_UINT64: {
+      uint64_t x;
+      std::memcpy(&x, p, 8);
+      return static_cast<double>(x);
+    }
     case OVF_DTYPE_BOOL: return *p ? 1.0 : 0.0;
     default: return std::numeric_limits<double>::quiet_NaN();
   }

@@ -249,6 +249,9 @@ Stats compute_stats_cpu(const TensorView& v) {
     case OVF_DTYPE_INT16: return stats_by_magnitude(v, 2, 1, integer_magnitude<int16_t>);
     case OVF_DTYPE_INT8: return stats_by_magnitude(v, 1, 1, integer_magnitude<int8_t>);
     case OVF_DTYPE_UINT8: return stats_by_magnitude(v, 1, 1, integer_magnitude<uint8_t>);
+    case OVF_DTYPE_UINT16: return stats_by_magnitude(v, 2, 1, integer_magnitude<uint16_t>);
+    case OVF_DTYPE_UINT32: return stats_by_magnitude(v, 4, 1, integer_magnitude<uint32_t>);
+    case OVF_DTYPE_UINT64: return stats_by_magnitude(v, 8, 1, integer_magnitude<uint64_t>);
     case OVF_DTYPE_BOOL: return stats_by_magnitude(v, 1, 1, integer_magnitude<uint8_t>);
     case OVF_DTYPE_COMPLEX64:
       return stats_by_magnitude(v, 8, std::numeric_limits<float>::min(), complex_magnitude<float>);

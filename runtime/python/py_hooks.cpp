@@ -12,6 +12,7 @@
 #include "op_observer.h"
 #include "optimizer_check.h"
 #include "parameters.h"
+#include "py_snapshot.h"
 #include "py_values.h"
 #include "ring_writer.h"
 #include "torch_tensor.h"
@@ -287,6 +288,7 @@ void set_python_callbacks(py::object kwargs_stack, py::object discover, py::obje
   g_nonfinite_error = new py::object(nonfinite_error);
   g_op_error = new py::object(op_error);
   set_op_event_handler(&on_op_event);
+  install_python_snapshot();
 }
 
 void forward_hook(py::handle module, py::handle args, py::handle output) {

@@ -1,5 +1,8 @@
 #include "torch_tensor.h"
 
+#include <ATen/FunctionalTensorWrapper.h>
+#include <torch/version.h>  // which scalar types this torch has
+
 #include "stats_cpu.h"
 
 namespace ovf {
@@ -18,6 +21,15 @@ ovf_dtype to_ovf_dtype(at::ScalarType t) {
     case at::kChar: return OVF_DTYPE_INT8;
     case at::kByte: return OVF_DTYPE_UINT8;
     case at::kBool: return OVF_DTYPE_BOOL;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+    case at::kFloat8_e4m3fn: return OVF_DTYPE_FLOAT8_E4M3;
+    case at::kFloat8_e5m2: return OVF_DTYPE_FLOAT8_E5M2;
+#endif
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+    case at::kUInt16: return OVF_DTYPE_UINT16;
+    case at::kUInt32: return OVF_DTYPE_UINT32;
+    case at::kUInt64: return OVF_DTYPE_UINT64;
+#endif
     default: return OVF_DTYPE_UNKNOWN;
   }
 }
@@ -35,6 +47,13 @@ bool readable_view(const at::Tensor& t, TensorView* view) {
       return false;
     const ovf_dtype dtype = to_ovf_dtype(t.scalar_type());
     if (dtype == OVF_DTYPE_UNKNOWN || !t.has_storage()) return false;
+    // Fake tensors (Dynamo tracing), tensor subclasses that dispatch to Python
+    // and functionalization wrappers stand for values they do not hold: their
+    // memory is not read (it is on the meta device, or elsewhere).
+    if (t.unsafeGetTensorImpl()->is_python_dispatch() ||
+        at::functionalization::impl::isFunctionalTensor(t) || !t.storage().device().is_cpu()) {
+      return false;
+    }
     view->data = t.numel() == 0 ? nullptr : t.data_ptr();
     view->dtype = dtype;
     view->ndim = static_cast<int>(t.dim());

@@ -45,7 +45,7 @@ int main() {
   F(ovf_state_t, world_size); F(ovf_state_t, device_index); F(ovf_state_t, runtime_version);
   F(ovf_state_t, detection_state); F(ovf_state_t, max_frames_to_save); F(ovf_state_t, last_event_kind);
   F(ovf_state_t, frames_per_batch_hint); F(ovf_state_t, frames_written); F(ovf_state_t, start_time_ns);
-  F(ovf_state_t, root_class_id); F(ovf_state_t, own_on_event);
+  F(ovf_state_t, root_class_id); F(ovf_state_t, own_on_event); F(ovf_state_t, snapshot_addr);
   std::printf("], \"sizes\": {\"record\": %zu, \"control\": %zu, \"header\": %zu, \"control_offset\": %zu},",
               sizeof(ovf_record), sizeof(ovf_control), sizeof(ovf_state_t), offsetof(ovf_state_t, control));
   std::printf("\"constants\": {\"magic\": %llu, \"version\": %u, \"no_seq\": %llu, \"glob\": %u, \"trace\": %u}}\n",

@@ -4,9 +4,10 @@ the command's help in the debugger, and a `run(session, args)` returning text.""
 import argparse
 
 from ..errors import OvfError
-from . import abort_after, break_on_nan, frames, release, status, trace_batches, watch
+from . import abort_after, break_on_nan, frames, py_bt, py_locals, release, status, trace_batches, watch
 
-COMMANDS = {m.NAME: m for m in (break_on_nan, frames, status, watch, trace_batches, abort_after, release)}
+COMMANDS = {m.NAME: m for m in (break_on_nan, frames, py_bt, py_locals, status, watch, trace_batches,
+                                  abort_after, release)}
 
 
 class HelpRequested(Exception):

@@ -74,6 +74,9 @@ enum ovf_dtype {
   OVF_DTYPE_BOOL = 12,
   OVF_DTYPE_FLOAT8_E4M3 = 13,
   OVF_DTYPE_FLOAT8_E5M2 = 14,
+  OVF_DTYPE_UINT16 = 15,  // torch >= 2.3
+  OVF_DTYPE_UINT32 = 16,
+  OVF_DTYPE_UINT64 = 17,
 };
 
 enum ovf_record_flags {
@@ -177,6 +180,66 @@ typedef struct ovf_control {
   uint8_t reserved[OVF_CONTROL_SIZE - 576];  // room to grow
 } ovf_control;
 
+// The event snapshot: where the program was when the value was made, taken
+// when an event fires (before the stop hook), read by `ovf py-bt` and
+// `ovf py-locals` in any debugger and from cores. Strings are ids of the
+// string table. Its own layout version; `event_seq` says which event it shows
+// (a reader compares it with last_event_seq); `complete` is written last.
+#define OVF_SNAPSHOT_MAGIC 0x50414e532d46564fULL  // "OVF-SNAP"
+#define OVF_SNAPSHOT_VERSION 1u
+#define OVF_SNAPSHOT_FRAMES 64u
+#define OVF_SNAPSHOT_LOCALS 64u
+#define OVF_SNAPSHOT_DIMS 8u
+
+enum ovf_snapshot_frame_flags {
+  OVF_SNAP_USER = 1u << 0,  // the innermost frame of the program's own code: its locals follow
+};
+
+enum ovf_snapshot_local_flags {
+  OVF_SNAP_TENSOR = 1u << 0,           // a torch.Tensor: dtype, device, shape and stats are set
+  OVF_SNAP_HAS_STATS = 1u << 1,        // its memory was read (a CPU tensor of a known dtype)
+  OVF_SNAP_SHAPE_TRUNCATED = 1u << 2,  // more than OVF_SNAPSHOT_DIMS dimensions
+};
+
+typedef struct ovf_snapshot_frame {
+  uint32_t file_id;      // 0  the code's file
+  uint32_t function_id;  // 4  the code's name
+  int32_t line;          // 8  the line running
+  uint32_t flags;        // 12 enum ovf_snapshot_frame_flags
+} ovf_snapshot_frame;
+
+typedef struct ovf_snapshot_local {
+  uint32_t name_id;     // 0
+  uint32_t type_id;     // 4   the value's type name (never its repr: no program code runs)
+  uint32_t flags;       // 8   enum ovf_snapshot_local_flags
+  uint8_t dtype;        // 12  enum ovf_dtype
+  uint8_t device_type;  // 13  as in ovf_record
+  int8_t device_index;  // 14
+  uint8_t ndim;         // 15
+  int64_t shape[OVF_SNAPSHOT_DIMS];  // 16
+  uint64_t numel;                    // 80
+  uint64_t nan_count;                // 88
+  uint64_t pos_inf_count;            // 96
+  uint64_t neg_inf_count;            // 104
+  uint64_t zero_count;               // 112
+  double abs_min;                    // 120 over finite values, as in ovf_record
+  double abs_max;                    // 128
+} ovf_snapshot_local;
+
+typedef struct ovf_snapshot {
+  uint64_t magic;        // 0   OVF_SNAPSHOT_MAGIC
+  uint32_t version;      // 8   OVF_SNAPSHOT_VERSION
+  uint32_t size;         // 12  sizeof(ovf_snapshot)
+  uint64_t event_seq;    // 16  the record of the event it was taken at
+  uint32_t frame_count;  // 24  frames[0] is the innermost
+  uint32_t local_count;  // 28  locals of the frame flagged OVF_SNAP_USER
+  uint32_t complete;     // 32  1 once every field above is written (0 while it is)
+  uint32_t thread_id;    // 36  the OS thread that made the value
+  uint8_t reserved[24];  // 40  room to grow
+  ovf_snapshot_frame frames[OVF_SNAPSHOT_FRAMES];  // 64
+  ovf_snapshot_local locals[OVF_SNAPSHOT_LOCALS];  // 64 + 16 * 64 = 1088
+} ovf_snapshot;
+
 // The exported state. Addresses are absolute in the process that wrote them.
 typedef struct ovf_state_t {
   uint64_t magic;            // 0    OVF_MAGIC once initialised
@@ -213,7 +276,9 @@ typedef struct ovf_state_t {
   uint32_t own_on_event;           // 156  enum ovf_on_event the process chose itself (raise, warn,
                           //      ...): restored when the debugger that set control.on_event
                           //      to CONTINUE is gone (detached or killed)
-  uint8_t reserved0[OVF_CONTROL_OFFSET - 160];
+  uint64_t snapshot_addr;  // 160  ovf_snapshot: the Python stack and locals at the latest
+                           //      event (0: none taken)
+  uint8_t reserved0[OVF_CONTROL_OFFSET - 168];
   ovf_control control;  // 256
   uint8_t reserved1[OVF_HEADER_SIZE - OVF_CONTROL_OFFSET - OVF_CONTROL_SIZE];
 } ovf_state_t;
@@ -270,6 +335,17 @@ static_assert(offsetof(ovf_control, module_glob) == 312, "layout");
 static_assert(offsetof(ovf_control, observe) == 568, "layout");
 static_assert(offsetof(ovf_control, headroom_dtype) == 572, "layout");
 
+static_assert(sizeof(ovf_snapshot_frame) == 16, "layout");
+static_assert(sizeof(ovf_snapshot_local) == 136, "layout");
+static_assert(offsetof(ovf_snapshot_local, shape) == 16, "layout");
+static_assert(offsetof(ovf_snapshot_local, numel) == 80, "layout");
+static_assert(offsetof(ovf_snapshot_local, abs_max) == 128, "layout");
+static_assert(offsetof(ovf_snapshot, event_seq) == 16, "layout");
+static_assert(offsetof(ovf_snapshot, complete) == 32, "layout");
+static_assert(offsetof(ovf_snapshot, frames) == 64, "layout");
+static_assert(offsetof(ovf_snapshot, locals) == 1088, "layout");
+static_assert(sizeof(ovf_snapshot) == 1088 + 136 * 64, "layout");
+
 static_assert(sizeof(ovf_state_t) == OVF_HEADER_SIZE, "header size is part of the layout");
 static_assert(offsetof(ovf_state_t, layout_version) == 8, "layout");
 static_assert(offsetof(ovf_state_t, header_size) == 12, "layout");
@@ -300,6 +376,7 @@ static_assert(offsetof(ovf_state_t, frames_written) == 136, "layout");
 static_assert(offsetof(ovf_state_t, start_time_ns) == 144, "layout");
 static_assert(offsetof(ovf_state_t, root_class_id) == 152, "layout");
 static_assert(offsetof(ovf_state_t, own_on_event) == 156, "layout");
+static_assert(offsetof(ovf_state_t, snapshot_addr) == 160, "layout");
 static_assert(offsetof(ovf_state_t, control) == OVF_CONTROL_OFFSET, "layout");
 #endif
 

@@ -24,6 +24,9 @@ def _parser():
     p.add_argument("--frames", type=_count, default=None, metavar="N",
                    help="frames listed per core (default: the runtime's max_frames_to_save; 0: none)")
     p.add_argument("--json", action="store_true", help="one JSON document instead of text")
+    p.add_argument("--python", action="store_true",
+                   help="also the Python stack and the producing frame's locals at the latest event "
+                   "(ovf py-bt, ovf py-locals)")
     return p
 
 
@@ -43,7 +46,7 @@ def _import_plugin():
     return postmortem
 
 
-def _report(postmortem, cores, count):
+def _report(postmortem, cores, count, python=False):
     """Prints each readable core's summary and frames, then the ranks' order;
     the errors go to stderr, one line each."""
     sections = []
@@ -55,6 +58,8 @@ def _report(postmortem, cores, count):
         text = postmortem.summary(core, ring_notes=count == 0)
         if count != 0:
             text += postmortem.frames(core, count)
+        if python:
+            text += postmortem.python_stack(core)
         sections.append(text)
     if len([c for c in cores if c.ring is not None]) > 1:
         sections.append("\n".join(postmortem.ordering(cores)) + "\n")
@@ -78,7 +83,7 @@ def main(argv=None):
                 if core.error:
                     print(core.error, file=sys.stderr)
         else:
-            _report(postmortem, cores, args.frames)
+            _report(postmortem, cores, args.frames, args.python)
     except BrokenPipeError:  # `... | head`: the reader has what it wanted
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - so that the exit's flush does not fail again
         return 0

@@ -1,0 +1,26 @@
+"""Show the Python stack where the latest event's value was made.
+
+The runtime took it at the event (its snapshot): works in gdb and LLDB, live
+and on core files, on every CPython, without python3-dbg. The program's own
+innermost frame is marked; `ovf py-locals` shows its locals.
+"""
+
+from .. import snapshot
+
+NAME = "py-bt"
+
+
+def add_arguments(p):
+    pass
+
+
+def run(session, args):
+    ring = session.ring()
+    snap = snapshot.read(ring)
+    out = [snapshot.stale_note(ring, snap) + "Traceback (most recent call first):"]
+    for f in snap.frames:
+        out.append(f'  File "{f.file}", line {f.line}, in {f.function}'
+                   + ("    <- the program's code (ovf py-locals)" if f.user else ""))
+    if len(snap.frames) == snapshot.MAX_FRAMES:
+        out.append(f"  ... (the snapshot keeps the innermost {snapshot.MAX_FRAMES} frames)")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,156 @@
+#include "py_snapshot.h"
+
+#include <Python.h>
+#include <frameobject.h>
+#include <pybind11/pybind11.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <algorithm>
+#include <string>
+
+#include "ring_writer.h"
+#include "snapshot.h"
+#include "torch_tensor.h"
+
+namespace py = pybind11;
+
+namespace ovf {
+namespace {
+
+// Directories whose code is not the program's: torch's and ovf's own. Set once.
+std::string g_torch_dir, g_ovf_dir;
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return !prefix.empty() && s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// The program's own code: not torch, not ovf, not frozen importlib.
+bool is_user_file(const std::string& file) {
+  return !starts_with(file, g_torch_dir) && !starts_with(file, g_ovf_dir) &&
+         !starts_with(file, "<frozen");
+}
+
+std::string utf8(PyObject* text) {
+  if (text == nullptr || !PyUnicode_Check(text)) return "?";
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(text, &size);
+  if (data == nullptr) {
+    PyErr_Clear();  // a lone surrogate: the bytes as the file system has them
+    PyObject* bytes = PyUnicode_AsEncodedString(text, "utf-8", "surrogateescape");
+    if (bytes == nullptr) {
+      PyErr_Clear();
+      return "?";
+    }
+    std::string out(PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes));
+    Py_DECREF(bytes);
+    return out;
+  }
+  return std::string(data, size);
+}
+
+void add_local(ovf_snapshot* s, PyObject* name, PyObject* value) {
+  ovf_snapshot_local& l = s->locals[s->local_count++];
+  std::memset(&l, 0, sizeof l);
+  l.name_id = intern(utf8(name));
+  l.type_id = intern(Py_TYPE(value)->tp_name);
+  l.device_index = -1;
+  if (!THPVariable_Check(value)) return;
+  const at::Tensor& t = THPVariable_Unpack(value);
+  l.flags = OVF_SNAP_TENSOR;
+  if (!t.defined()) return;
+  l.dtype = to_ovf_dtype(t.scalar_type());
+  const DeviceId device = device_of(t);
+  l.device_type = device.type;
+  l.device_index = device.index;
+  const int64_t ndim = t.dim();
+  l.ndim = static_cast<uint8_t>(std::min<int64_t>(ndim, 255));
+  if (ndim > static_cast<int64_t>(OVF_SNAPSHOT_DIMS)) l.flags |= OVF_SNAP_SHAPE_TRUNCATED;
+  for (int64_t d = 0; d < std::min<int64_t>(ndim, OVF_SNAPSHOT_DIMS); ++d) l.shape[d] = t.size(d);
+  l.numel = static_cast<uint64_t>(t.numel());
+  const ovf_record line = tensor_line(OVF_KIND_INPUT, 0, t);
+  if (!(line.flags & OVF_FLAG_HAS_STATS)) return;
+  l.flags |= OVF_SNAP_HAS_STATS;
+  l.nan_count = line.nan_count;
+  l.pos_inf_count = line.pos_inf_count;
+  l.neg_inf_count = line.neg_inf_count;
+  l.zero_count = line.zero_count;
+  l.abs_min = line.abs_min;
+  l.abs_max = line.abs_max;
+}
+
+void add_locals(ovf_snapshot* s, PyFrameObject* frame) {
+  PyObject* locals =
+      PyFrame_GetLocals(frame);  // a dict (3.11, 3.12) or a read-through proxy (3.13)
+  if (locals == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  PyObject* items = PyMapping_Items(locals);
+  Py_DECREF(locals);
+  if (items == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  const Py_ssize_t n = PyList_GET_SIZE(items);
+  for (Py_ssize_t i = 0; i < n && s->local_count < OVF_SNAPSHOT_LOCALS; ++i) {
+    PyObject* item = PyList_GET_ITEM(items, i);
+    if (PyTuple_Check(item) && PyTuple_GET_SIZE(item) == 2) {
+      add_local(s, PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(item, 1));
+    }
+  }
+  Py_DECREF(items);
+}
+
+void write_snapshot(ovf_snapshot* s) {
+  if (!Py_IsInitialized()) return;
+  // A thread with no Python (an autograd worker) has no stack to show.
+  if (PyGILState_GetThisThreadState() == nullptr) return;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  try {
+    PyFrameObject* frame = PyEval_GetFrame();  // borrowed
+    Py_XINCREF(frame);
+    bool user_seen = false;
+    while (frame != nullptr && s->frame_count < OVF_SNAPSHOT_FRAMES) {
+      PyCodeObject* code = PyFrame_GetCode(frame);
+      const std::string file = utf8(code->co_filename);
+      ovf_snapshot_frame& f = s->frames[s->frame_count++];
+      f.file_id = intern(file);
+      f.function_id = intern(utf8(code->co_name));
+      f.line = PyFrame_GetLineNumber(frame);
+      f.flags = 0;
+      Py_DECREF(code);
+      if (!user_seen && is_user_file(file)) {
+        user_seen = true;
+        f.flags = OVF_SNAP_USER;
+        add_locals(s, frame);
+      }
+      PyFrameObject* back = PyFrame_GetBack(frame);
+      Py_DECREF(frame);
+      frame = back;
+    }
+    Py_XDECREF(frame);
+  } catch (const std::exception&) {
+    // a tensor that could not be read: the snapshot keeps what it has
+  }
+  PyErr_Clear();
+  PyGILState_Release(gil);
+}
+
+std::string package_dir(const char* module) {
+  try {
+    const std::string file = py::module_::import(module).attr("__file__").cast<std::string>();
+    return file.substr(0, file.rfind('/') + 1);
+  } catch (const py::error_already_set&) {
+    return "";
+  }
+}
+
+}  // namespace
+
+void install_python_snapshot() {
+  g_torch_dir = package_dir("torch");
+  g_ovf_dir = package_dir("ovf");
+  set_snapshot_writer(&write_snapshot);
+}
+
+}  // namespace ovf
