@@ -135,6 +135,7 @@ RECORD_FIELDS = (
     ("zero_count", 80, "Q"), ("abs_min", 88, "d"), ("abs_max", 96, "d"),
     ("abs_min_nonzero", 104, "d"), ("subnormal_count", 112, "Q"), ("context_id", 120, "I"),
     ("aux_id", 124, "I"), ("headroom_dtype", 128, "I"), ("headroom_underflow", 132, "I"),
+    ("diagnosis_id", 136, "I"),
 )
 
 CONTROL_FIELDS = (
@@ -160,7 +161,8 @@ HEADER_FIELDS = (
 
 RECORD_STRUCT, RECORD_OFFSETS = _table(RECORD_FIELDS, RECORD_SIZE)
 # Version 1: the same fields up to aux_id, in 128 bytes.
-_RECORD_V1_STRUCT, _ = _table(RECORD_FIELDS[:-2], RECORD_SIZES[1])
+_V2_ONLY = 3  # headroom_dtype, headroom_underflow, diagnosis_id
+_RECORD_V1_STRUCT, _ = _table(RECORD_FIELDS[:-_V2_ONLY], RECORD_SIZES[1])
 CONTROL_STRUCT, CONTROL_OFFSETS = _table(CONTROL_FIELDS, CONTROL_SIZE)
 _HEADER_ONLY_STRUCT, HEADER_OFFSETS = _table(HEADER_FIELDS, CONTROL_OFFSET)
 # The fixed part of a record is (seq, frame_seq, ...): one tuple per record.
@@ -201,7 +203,7 @@ def encode_record(record, version=LAYOUT_VERSION):
         return RECORD_STRUCT.pack(*record)
     if record.kind in TENSOR_LINE_KINDS:
         record = record._replace(context_id=record.headroom_dtype, aux_id=record.headroom_underflow)
-    return _RECORD_V1_STRUCT.pack(*record[:-2])
+    return _RECORD_V1_STRUCT.pack(*record[:-_V2_ONLY])
 
 
 def decode_record(data, offset=0, version=LAYOUT_VERSION):
@@ -209,7 +211,7 @@ def decode_record(data, offset=0, version=LAYOUT_VERSION):
     if version != 1:
         return Record._make(RECORD_STRUCT.unpack_from(data, offset))
     values = _RECORD_V1_STRUCT.unpack_from(data, offset)
-    r = Record._make(values + (0, 0))
+    r = Record._make(values + (0, 0, NO_ID))
     if r.kind in TENSOR_LINE_KINDS:  # the union held headroom for a frame's tensor lines
         return r._replace(headroom_dtype=r.context_id, headroom_underflow=r.aux_id, context_id=NO_ID,
                           aux_id=NO_ID)

@@ -110,6 +110,8 @@ def stop_summary(ring, event, chosen=None):
         out.append(f"     {_culprit(ring, event, bit, line)}")
         out.append(f"     {bit_name(bit)} in {ring.text(line.name_id if event.checkpoint else line.label_id)}: "
                    f"{_counts(line)}")
+        if line.diagnosis_id != layout.NO_ID:
+            out.append(f"     why: {ring.text(line.diagnosis_id)}")
     if event.frame is not None:
         out.append(COLUMN_HEADER)
         before = previous_frame(ring, event.frame)

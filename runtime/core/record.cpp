@@ -11,6 +11,7 @@ ovf_record blank_record(ovf_record_kind kind) {
   r.frame_seq = OVF_NO_SEQ;
   r.context_id = OVF_NO_ID;
   r.aux_id = OVF_NO_ID;
+  r.diagnosis_id = OVF_NO_ID;
   r.device_index = -1;
   return r;
 }

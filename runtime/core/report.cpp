@@ -200,13 +200,15 @@ std::string describe_first_nonfinite() {
            batch + ")\n";
   }
   if (first->kind == OVF_KIND_OP_OUTPUT) {
-    if (first->flags & OVF_FLAG_BACKWARD) {
-      return "ovf: the first non-finite value was produced in the backward pass by " +
-             text(first->name_id) + ", the gradient of " + text(first->aux_id) + " in " +
-             module(first->context_id) + " (batch " + batch + ")\n";
-    }
-    return "ovf: the first non-finite value was produced by " + text(first->name_id) + " in " +
-           module(first->context_id) + " (batch " + batch + ")\n";
+    std::string line =
+        (first->flags & OVF_FLAG_BACKWARD)
+            ? "ovf: the first non-finite value was produced in the backward pass by " +
+                  text(first->name_id) + ", the gradient of " + text(first->aux_id) + " in " +
+                  module(first->context_id) + " (batch " + batch + ")\n"
+            : "ovf: the first non-finite value was produced by " + text(first->name_id) + " in " +
+                  module(first->context_id) + " (batch " + batch + ")\n";
+    if (first->diagnosis_id != OVF_NO_ID) line += "ovf: why: " + text(first->diagnosis_id) + "\n";
+    return line;
   }
   if (first->kind == OVF_KIND_BUFFER) {
     return "ovf: the first non-finite value was written into the buffer " + text(first->label_id) +

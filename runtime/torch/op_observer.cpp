@@ -26,6 +26,7 @@
 
 #include "constant_origins.h"
 #include "control.h"
+#include "diagnosis.h"
 #include "module_stack.h"
 #include "monitor.h"
 #include "op_facts.h"
@@ -51,6 +52,9 @@ struct PendingOp {
   bool carried_in = false;         // an input it writes was non-finite before it ran
   bool constant = false;           // a NaN/Inf argument was a constant, or made from one
   std::vector<at::Tensor> inputs;  // inputs it only reads: judged at the end if needed
+  // Its tensor arguments in order: an index into `inputs`, or -1 for one judged
+  // at the start (written in place) or not at all (overwritten whole).
+  std::vector<int32_t> operands;
   // Non-finite outputs of ops nested in this one, not committed yet: the value
   // an enclosing op returns is that op's event (.half() is aten::to, not the
   // _to_copy and copy_ inside it), so it is held until the outermost ends.
@@ -171,6 +175,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   op.carried_in = false;
   op.constant = false;
   op.inputs.clear();
+  op.operands.clear();
   op.held.clear();
   const std::vector<bool>& written = op.facts->written;
   // Without a schema, an in-place op's inputs are judged before it writes them.
@@ -183,8 +188,10 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
       continue;
     }
     const bool now = judge_all_now || (i < written.size() && written[i]);
-    if (now && i < written.size() && !op.facts->old_values_read[i]) continue;  // overwritten whole
+    const bool overwritten = now && i < written.size() && !op.facts->old_values_read[i];
     for_each_tensor(input, [&](const at::Tensor& t) {
+      op.operands.push_back(now ? -1 : static_cast<int32_t>(op.inputs.size()));
+      if (overwritten) return;
       if (!now) {
         op.inputs.push_back(t);
       } else if (tensor_nonfinite(t)) {
@@ -229,6 +236,24 @@ bool supersede_held(PendingOp& op, const at::Tensor& out) {
   return any;
 }
 
+// Why the op made a NaN/Inf from finite inputs (diagnosis.h), interned; the
+// inputs' statistics are computed here only, at a producer.
+uint32_t diagnose_producer(const PendingOp& op, const Stats& output, ovf_dtype dtype) {
+  std::vector<Operand> operands;
+  for (int32_t index : op.operands) {
+    Operand operand;
+    TensorView view;
+    if (index >= 0 && readable_view(op.inputs[index], &view)) {
+      operand.stats = compute_stats_cpu(view);
+      operand.dtype = view.dtype;
+    }
+    operands.push_back(operand);
+  }
+  const std::string why =
+      diagnose(std::string(interned(op.facts->name_id)), {output, dtype}, operands);
+  return why.empty() ? OVF_NO_ID : intern(why);
+}
+
 // `parent`: the op this one runs inside, or nullptr.
 void record_outputs(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent) {
   const bool backward = in_backward();
@@ -257,11 +282,14 @@ void record_outputs(const at::RecordFunction& fn, PendingOp& op, PendingOp* pare
       role = op.carried_in ? OVF_FLAG_CARRIER : op.constant ? OVF_FLAG_CONSTANT : OVF_FLAG_PRODUCER;
       if (role == OVF_FLAG_CONSTANT) note_constant_origin(out);
     }
+    const uint32_t diagnosis =
+        role == OVF_FLAG_PRODUCER ? diagnose_producer(op, s, view.dtype) : uint32_t{OVF_NO_ID};
     ovf_record r = make_line(OVF_KIND_OP_OUTPUT, output_label_id(i, outputs.size()), s, view.dtype,
                              device_of(out), role | (backward ? OVF_FLAG_BACKWARD : 0));
     r.name_id = op.facts->name_id;
     r.context_id = node != nullptr ? node->module_id : op.context;
     r.aux_id = node != nullptr ? node->forward_op_id : OVF_NO_ID;
+    r.diagnosis_id = diagnosis;
     // Only non-finite values wait: an inner op may write an intermediate value
     // that the outer one changes in place (addmm after its copy_ of the bias).
     if (s.nonfinite() && parent != nullptr && out.has_storage()) {

@@ -65,6 +65,16 @@ def agrees(ovf_verdict, truth):
     return same_op and (module, batch, line) == (t_module, t_batch, t_line)
 
 
+# Why each value was made, as ovf says it (diagnosis.cpp), checked against the case's own arithmetic.
+WHY = {
+    "gpt_log_loss": "aten::log of 32 zeros (-inf)",  # 4 x 8 picked probabilities underflowed to 0
+    "attention_fp16": "aten::to to float16: input abs max 3.19e+07 > 65504",
+    "normalised_distance": "aten::div: the divisor has 1 zero: 0/0 in 1 element (nan)",  # sample 0 is zeros
+    # AdamW's denominator sqrt(v) + eps is 0 where a gradient was 0 (eps=0): 16 of them
+    "vit_adamw_eps0": "aten::addcdiv_: the divisor has 16 zeros: 0/0 in 16 elements (nan)",
+}
+
+
 @pytest.mark.parametrize("case", HEALTHY)
 def test_healthy_runs_with_masks_go_to_the_end(case):
     assert oracle(case) is None
@@ -81,5 +91,7 @@ def test_python_mode_names_what_the_oracle_names(case):
     assert agrees(verdict, truth), f"ovf {verdict} vs oracle {truth}\n{out}"
     # one event, one report, one error: raised where the value was made
     assert out.count("Detected inf/nan during batch_number=") == 1, out
+    whys = [line for line in out.splitlines() if line.startswith("ovf: why: ")]
+    assert whys == ([f"ovf: why: {WHY[case]}"] if case in WHY else []), out
     errors = [line for line in out.splitlines() if line.startswith("ovf.NonFiniteError: ")]
     assert errors == ["ovf.NonFiniteError: " + OVERFLOW_MESSAGE], out

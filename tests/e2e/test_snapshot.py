@@ -28,6 +28,7 @@ def check_stack_and_locals(out):
     wanted = ["                  batch: int", "0.00e+00 1.00e+00 probs: Tensor float32[4, 8, 32] cpu",
               "0.00e+00 0.00e+00 picked: Tensor float32[4, 8, 1] cpu"]
     assert [text for text in lines if text in wanted] == wanted, lines
+    assert lines[-1] == "ovf: why: aten::log of 32 zeros (-inf)", lines
 
 
 def test_py_bt_and_py_locals_at_an_op_stop_live_and_from_a_core(debugger, tmp_path):

@@ -8,9 +8,10 @@ snapshot, live or from a core, in gdb and LLDB alike.
 
 import math
 
-from .. import snapshot
+from .. import layout, snapshot
 from ..errors import OvfError
 from ..report import COLUMN_HEADER, format_8_2e
+from ..ring import BadSlot
 
 NAME = "py-locals"
 
@@ -60,4 +61,7 @@ def run(session, args):
     out += [f"{_values(v)} {_describe(v)}" for v in chosen]
     if missing:
         out.append(f"ovf: no local named {', '.join(missing)} in that frame")
+    event = ring.record(snap.event_seq)
+    if not isinstance(event, BadSlot) and event.diagnosis_id != layout.NO_ID:
+        out.append(f"ovf: why: {ring.text(event.diagnosis_id)}")
     return "\n".join(out) + "\n"
