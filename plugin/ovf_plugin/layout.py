@@ -135,7 +135,7 @@ RECORD_FIELDS = (
     ("zero_count", 80, "Q"), ("abs_min", 88, "d"), ("abs_max", 96, "d"),
     ("abs_min_nonzero", 104, "d"), ("subnormal_count", 112, "Q"), ("context_id", 120, "I"),
     ("aux_id", 124, "I"), ("headroom_dtype", 128, "I"), ("headroom_underflow", 132, "I"),
-    ("diagnosis_id", 136, "I"),
+    ("diagnosis_id", 136, "I"), ("location_id", 140, "I"),
 )
 
 CONTROL_FIELDS = (
@@ -161,7 +161,7 @@ HEADER_FIELDS = (
 
 RECORD_STRUCT, RECORD_OFFSETS = _table(RECORD_FIELDS, RECORD_SIZE)
 # Version 1: the same fields up to aux_id, in 128 bytes.
-_V2_ONLY = 3  # headroom_dtype, headroom_underflow, diagnosis_id
+_V2_ONLY = 4  # headroom_dtype, headroom_underflow, diagnosis_id, location_id
 _RECORD_V1_STRUCT, _ = _table(RECORD_FIELDS[:-_V2_ONLY], RECORD_SIZES[1])
 CONTROL_STRUCT, CONTROL_OFFSETS = _table(CONTROL_FIELDS, CONTROL_SIZE)
 _HEADER_ONLY_STRUCT, HEADER_OFFSETS = _table(HEADER_FIELDS, CONTROL_OFFSET)
@@ -211,7 +211,7 @@ def decode_record(data, offset=0, version=LAYOUT_VERSION):
     if version != 1:
         return Record._make(RECORD_STRUCT.unpack_from(data, offset))
     values = _RECORD_V1_STRUCT.unpack_from(data, offset)
-    r = Record._make(values + (0, 0, NO_ID))
+    r = Record._make(values + (0, 0, NO_ID, NO_ID))
     if r.kind in TENSOR_LINE_KINDS:  # the union held headroom for a frame's tensor lines
         return r._replace(headroom_dtype=r.context_id, headroom_underflow=r.aux_id, context_id=NO_ID,
                           aux_id=NO_ID)

@@ -114,6 +114,8 @@ def format_op(r, text, module=None):
     if r.flags & layout.FLAG_BACKWARD:
         origin = text(r.aux_id) if r.aux_id != layout.NO_ID else "an unknown op"
         what = f"grad = {text(r.name_id)} for {origin} in {where}"
+        if r.location_id != layout.NO_ID:
+            what += f" at {text(r.location_id)}"
     else:
         what = f"{text(r.label_id)} = {text(r.name_id)} in {where}"
     if r.flags & layout.FLAG_PRODUCER:

@@ -12,6 +12,7 @@ ovf_record blank_record(ovf_record_kind kind) {
   r.context_id = OVF_NO_ID;
   r.aux_id = OVF_NO_ID;
   r.diagnosis_id = OVF_NO_ID;
+  r.location_id = OVF_NO_ID;
   r.device_index = -1;
   return r;
 }

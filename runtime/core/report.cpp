@@ -194,6 +194,9 @@ std::string describe_first_nonfinite() {
     return id == OVF_NO_ID ? std::string("an unknown op") : escape_text(interned(id));
   };
   auto module = [](uint32_t id) { return module_name(id, "no module"); };
+  auto at = [](uint32_t id) {
+    return id == OVF_NO_ID ? std::string() : " at " + escape_text(interned(id));
+  };
   if (first->kind == OVF_KIND_GRAD) {
     return "ovf: the first non-finite value was the gradient of " + module(first->name_id) + "'s " +
            escape_text(interned(first->label_id)).substr(5) + " in the backward pass (batch " +
@@ -204,7 +207,7 @@ std::string describe_first_nonfinite() {
         (first->flags & OVF_FLAG_BACKWARD)
             ? "ovf: the first non-finite value was produced in the backward pass by " +
                   text(first->name_id) + ", the gradient of " + text(first->aux_id) + " in " +
-                  module(first->context_id) + " (batch " + batch + ")\n"
+                  module(first->context_id) + at(first->location_id) + " (batch " + batch + ")\n"
             : "ovf: the first non-finite value was produced by " + text(first->name_id) + " in " +
                   module(first->context_id) + " (batch " + batch + ")\n";
     if (first->diagnosis_id != OVF_NO_ID) line += "ovf: why: " + text(first->diagnosis_id) + "\n";
@@ -269,6 +272,7 @@ std::string format_op(const ovf_record& r) {
         "grad = " + escape_text(interned(r.name_id)) + " for " +
         (r.aux_id == OVF_NO_ID ? std::string("an unknown op") : escape_text(interned(r.aux_id))) +
         " in " + where;
+    if (r.location_id != OVF_NO_ID) what += " at " + escape_text(interned(r.location_id));
   } else {
     what = escape_text(interned(r.label_id)) + " = " + escape_text(interned(r.name_id)) + " in " +
            where;

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <string>
+#include <unordered_map>
 
+#include "op_observer.h"
 #include "ring_writer.h"
 #include "snapshot.h"
 #include "torch_tensor.h"
@@ -136,6 +138,61 @@ void write_snapshot(ovf_snapshot* s) {
   PyGILState_Release(gil);
 }
 
+// "real_models.py:177 in normalised_distance": the program's own innermost
+// frame on this thread, interned; cached by code object and line (code objects
+// are kept alive by the cache, so an address is never another's).
+uint32_t python_location() {
+  if (!Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) return OVF_NO_ID;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  uint32_t id = OVF_NO_ID;
+  struct Code {
+    std::string where;  // "file.py:" prefix and function, or "" for torch's and ovf's own code
+    std::string function;
+  };
+  static std::unordered_map<PyCodeObject*, Code> codes;
+  static std::unordered_map<uint64_t, uint32_t> ids;  // (code index << 32 | line) -> id
+  static std::unordered_map<PyCodeObject*, uint32_t> code_index;
+  PyFrameObject* frame = PyEval_GetFrame();
+  Py_XINCREF(frame);
+  while (frame != nullptr) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    auto it = codes.find(code);
+    if (it == codes.end()) {
+      const std::string file = utf8(code->co_filename);
+      Code entry;
+      if (is_user_file(file)) {
+        entry.where = file.substr(file.rfind('/') + 1);
+        entry.function = utf8(code->co_name);
+      }
+      Py_INCREF(code);
+      it = codes.emplace(code, entry).first;
+      code_index.emplace(code, static_cast<uint32_t>(code_index.size()));
+    }
+    if (!it->second.where.empty()) {
+      const int line = PyFrame_GetLineNumber(frame);
+      const uint64_t key =
+          static_cast<uint64_t>(code_index[code]) << 32 | static_cast<uint32_t>(line);
+      auto known = ids.find(key);
+      if (known == ids.end()) {
+        known = ids.emplace(key, intern(it->second.where + ":" + std::to_string(line) + " in " +
+                                        it->second.function))
+                    .first;
+      }
+      id = known->second;
+      Py_DECREF(code);
+      break;
+    }
+    Py_DECREF(code);
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  Py_XDECREF(frame);
+  PyErr_Clear();
+  PyGILState_Release(gil);
+  return id;
+}
+
 std::string package_dir(const char* module) {
   try {
     const std::string file = py::module_::import(module).attr("__file__").cast<std::string>();
@@ -151,6 +208,7 @@ void install_python_snapshot() {
   g_torch_dir = package_dir("torch");
   g_ovf_dir = package_dir("ovf");
   set_snapshot_writer(&write_snapshot);
+  set_location_provider(&python_location);
 }
 
 }  // namespace ovf

@@ -68,6 +68,7 @@ struct BackwardNode {
   at::RecordFunctionHandle handle;
   uint32_t forward_op_id;
   uint32_t module_id;
+  uint32_t location_id;  // where in the program the forward op ran
 };
 
 // The forward op that created autograd node `seq_nr`, to name its gradient.
@@ -76,7 +77,13 @@ struct ForwardOp {
   int64_t seq_nr = -1;
   uint32_t op_id = OVF_NO_ID;
   uint32_t module_id = OVF_NO_ID;
+  uint32_t location_id = OVF_NO_ID;
 };
+
+std::atomic<LocationProvider> g_location_provider{nullptr};
+// The location of the outermost op running on this thread: the ops nested in
+// it were called from the same line of the program.
+thread_local uint32_t t_outer_location = OVF_NO_ID;
 constexpr size_t kForwardOps = 1u << 16;
 std::array<ForwardOp, kForwardOps> g_forward_ops;
 
@@ -150,8 +157,9 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     const int64_t seq = fn.seqNr();
     const ForwardOp& origin = g_forward_ops[static_cast<size_t>(seq) % kForwardOps];
     const bool known = seq >= 0 && origin.seq_nr == seq;
-    t_backward.push_back(
-        {fn.handle(), known ? origin.op_id : OVF_NO_ID, known ? origin.module_id : OVF_NO_ID});
+    t_backward.push_back({fn.handle(), known ? origin.op_id : OVF_NO_ID,
+                          known ? origin.module_id : OVF_NO_ID,
+                          known ? origin.location_id : OVF_NO_ID});
     return nullptr;
   }
   const bool backward = in_backward();
@@ -163,8 +171,12 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   // observed, checked or not: ops that make no autograd node share the next
   // node's number, and the one that makes it comes last, so it wins the slot.
   if (noted) {
-    g_forward_ops[static_cast<size_t>(fn.seqNr()) % kForwardOps] = {fn.seqNr(),
-                                                                    op_facts(fn).name_id, context};
+    if (t_depth == 0) {
+      const LocationProvider provider = g_location_provider.load(std::memory_order_acquire);
+      t_outer_location = provider != nullptr ? provider() : OVF_NO_ID;
+    }
+    g_forward_ops[static_cast<size_t>(fn.seqNr()) % kForwardOps] = {
+        fn.seqNr(), op_facts(fn).name_id, context, t_outer_location};
   }
   if (!observed) return nullptr;
   if (t_depth == t_pending.size()) t_pending.emplace_back();
@@ -290,6 +302,7 @@ void record_outputs(const at::RecordFunction& fn, PendingOp& op, PendingOp* pare
     r.context_id = node != nullptr ? node->module_id : op.context;
     r.aux_id = node != nullptr ? node->forward_op_id : OVF_NO_ID;
     r.diagnosis_id = diagnosis;
+    r.location_id = node != nullptr ? node->location_id : OVF_NO_ID;
     // Only non-finite values wait: an inner op may write an intermediate value
     // that the outer one changes in place (addmm after its copy_ of the bias).
     if (s.nonfinite() && parent != nullptr && out.has_storage()) {
@@ -338,6 +351,10 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
 }
 
 }  // namespace
+
+void set_location_provider(LocationProvider provider) {
+  g_location_provider.store(provider, std::memory_order_release);
+}
 
 void set_op_event_handler(OpEventHandler handler) {
   g_op_event_handler.store(handler, std::memory_order_release);

@@ -23,6 +23,13 @@ void sync_op_observer();
 using OpEventHandler = void (*)(const ovf_record& record, uint32_t events);
 void set_op_event_handler(OpEventHandler handler);
 
+// With the backward pass observed, each forward op's place in the program
+// ("train.py:16 in contrastive", interned) is noted when it runs, so that a
+// NaN its gradient makes names the forward line. Python programs provide it;
+// nullptr (the default) notes none.
+using LocationProvider = uint32_t (*)();
+void set_location_provider(LocationProvider provider);
+
 }  // namespace ovf
 
 #endif  // OVF_OP_OBSERVER_H

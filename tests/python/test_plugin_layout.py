@@ -27,7 +27,7 @@ int main() {
   F(ovf_record, zero_count); F(ovf_record, abs_min); F(ovf_record, abs_max);
   F(ovf_record, abs_min_nonzero); F(ovf_record, subnormal_count); F(ovf_record, context_id);
   F(ovf_record, aux_id); F(ovf_record, headroom_dtype); F(ovf_record, headroom_underflow);
-  F(ovf_record, diagnosis_id);
+  F(ovf_record, diagnosis_id); F(ovf_record, location_id);
   first = true;
   std::printf("], \"control\": [");
   F(ovf_control, generation); F(ovf_control, enabled); F(ovf_control, stop_mask); F(ovf_control, on_event);

@@ -128,7 +128,8 @@ typedef struct ovf_record {
       headroom_underflow;  // 132 lines: finite non-zero |x| below its smallest normal (saturating)
   uint32_t diagnosis_id;  // 136 producing OP_OUTPUT: why, in one line ("aten::log of 16 zeros
                           //     (-inf)"); OVF_NO_ID: nothing said
-  uint8_t reserved[OVF_RECORD_SIZE - 140];  // 140 zero; room to grow (bump the version)
+  uint32_t location_id;   // 140 backward OP_OUTPUT: where the forward op ran ("train.py:16 in f")
+  uint8_t reserved[OVF_RECORD_SIZE - 144];  // 144 zero; room to grow (bump the version)
 } ovf_record;
 
 // The part of the state a debugger may write (and only this part). The runtime
@@ -321,7 +322,8 @@ static_assert(offsetof(ovf_record, aux_id) == 124, "layout");
 static_assert(offsetof(ovf_record, headroom_dtype) == 128, "layout");
 static_assert(offsetof(ovf_record, headroom_underflow) == 132, "layout");
 static_assert(offsetof(ovf_record, diagnosis_id) == 136, "layout");
-static_assert(offsetof(ovf_record, reserved) == 140, "layout");
+static_assert(offsetof(ovf_record, location_id) == 140, "layout");
+static_assert(offsetof(ovf_record, reserved) == 144, "layout");
 
 static_assert(sizeof(ovf_control) == OVF_CONTROL_SIZE, "control block size is part of the layout");
 static_assert(offsetof(ovf_control, enabled) == 4, "layout");
