@@ -13,6 +13,7 @@ truncated file becomes one OvfError line.
 
 import bisect
 import os
+import stat
 
 from .errors import OvfError
 from .target import Target, TargetMemoryError
@@ -44,6 +45,10 @@ class CoreTarget(Target):
             raise OvfError("ovf: reading a core file needs pyelftools (Debian: apt install python3-pyelftools)")
         self.path = path
         try:
+            # Only a regular file: opening a FIFO or a device would block or never end.
+            mode = os.stat(path).st_mode
+            if not stat.S_ISREG(mode):
+                raise OvfError(f"ovf: {path} is not a core file (not a regular file: {_file_type(mode)})")
             self._file = open(path, "rb")
         except OSError as e:
             raise OvfError(f"ovf: cannot open {path}: {e.strerror}") from None
@@ -166,6 +171,8 @@ class CoreTarget(Target):
         if not entries:
             return None
         path = entries[0][3]
+        if not os.path.isfile(path):  # gone, or a FIFO / device standing in its place: the scan takes over
+            return None
         try:
             with open(path, "rb") as f:
                 library = ELFFile(f)
@@ -183,6 +190,14 @@ class CoreTarget(Target):
             if h.p_offset <= offset < h.p_offset + max(h.p_filesz, 1):
                 return start - (h.p_vaddr + offset - h.p_offset) + value
         return None
+
+
+def _file_type(mode):
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a file"
 
 
 def _file_mappings(segment):

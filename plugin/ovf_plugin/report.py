@@ -27,11 +27,17 @@ def reference_min_max(r):
     return (r.abs_min if any_finite else math.inf), (math.inf if infs else r.abs_max)
 
 
+# Characters that reorder the text around them (U+202E makes "exp" read "pxe"):
+# escaped like controls, as report.cpp's is_bidi_control does.
+BIDI_CONTROLS = frozenset({0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)})
+
+
 def escape_text(raw):
     """Bytes of an inferior string as printable text: backslash, C0 controls and
     DEL as escapes, as report.cpp's escape_text does; then, so that no byte can
-    drive a terminal, invalid UTF-8 and C1 controls (U+0080..U+009F) as \\xNN
-    per byte. Valid UTF-8 text passes unchanged."""
+    drive a terminal or reorder a line, invalid UTF-8, C1 controls
+    (U+0080..U+009F) and bidirectional controls as \\xNN per byte. Other
+    valid UTF-8 text passes unchanged."""
     text = []
     i = 0
     while i < len(raw):
@@ -42,7 +48,7 @@ def escape_text(raw):
             continue
         length = _utf8_length(raw, i)
         char = raw[i : i + length].decode("utf-8") if length else ""
-        if char and not 0x80 <= ord(char) <= 0x9F:
+        if char and not 0x80 <= ord(char) <= 0x9F and ord(char) not in BIDI_CONTROLS:
             text.append(char)
         else:
             text.extend(f"\\x{b:02x}" for b in raw[i : i + max(length, 1)])

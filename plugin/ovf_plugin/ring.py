@@ -8,6 +8,7 @@ first, only as far back as a command walks); the string table is two reads.
 """
 
 import struct
+import time
 
 from . import layout
 from .errors import OvfError
@@ -16,8 +17,13 @@ from .target import TargetMemoryError
 
 MAX_CAPACITY = 1 << 30  # the runtime's own cap (round_up_pow2)
 MAX_NAMES = 1 << 24
-MAX_ARENA = 1 << 30
+MAX_NAME = 1 << 16  # bytes of one interned string (a module path, a file name)
+NAME_BLOCK = 512  # index entries read at a time (4 KiB)
 CHUNK_RECORDS = 4096  # 512 KiB per read
+# The magic scan's bounds: the runtime's own mappings come first and hold the
+# state within a few MiB; more than this is a crafted or foreign core.
+SCAN_MAX_BYTES = 256 << 20
+SCAN_MAX_SECONDS = 10.0
 
 # Why a slot holds no usable record.
 TORN = "torn"  # being written (seq marked none) or reserved but not yet written
@@ -58,8 +64,9 @@ def locate(target):
     # A live process's symbol is the truth; a core's may come from a library
     # that was rebuilt or moved since the core was written, so look for the ring.
     newer = []  # rings the scan found but cannot read: worth saying rather than "no ring"
+    cut = []  # a line when the scan gave up early
     if kind == "core":
-        found = scan_for_state(target, newer)
+        found = scan_for_state(target, newer, cut)
         if found is not None:
             ring, where = found
             why = "ovf_state points at no ring" if address is not None else "no symbol ovf_state"
@@ -76,7 +83,7 @@ def locate(target):
                        "memory" + hint)
     if kind == "core":
         raise OvfError("ovf: no ovf ring in this core file (no symbol ovf_state, and no ring "
-                       "header in its memory)")
+                       "header in its memory" + (f"; {cut[0].removeprefix('ovf: ')}" if cut else "") + ")")
     raise OvfError("ovf: no ovf runtime in this process (no symbol ovf_state): start it under "
                    "`ovf break-on-nan` and `run`, or with `python3 -m ovf`")
 
@@ -93,17 +100,31 @@ def _scan_order(regions):
     return [regions[i] for i in sorted(range(len(regions)), key=rank)]
 
 
-def scan_for_state(target, newer=None):
+def scan_for_state(target, newer=None, notes=None, max_bytes=SCAN_MAX_BYTES, max_seconds=SCAN_MAX_SECONDS):
     """(Ring, " in <path>") for the first valid ring header in writable memory,
-    or None; ring headers of a newer layout are appended to `newer`."""
-    for start, end, path in _scan_order(list(target.memory_regions())):
+    or None; ring headers of a newer layout are appended to `newer`. The scan
+    reads at most `max_bytes` for at most `max_seconds` (a crafted core can
+    claim terabytes of segments); where it stopped early, a line says so in
+    `notes`."""
+    regions = _scan_order(list(target.memory_regions()))
+    total = sum(max(0, end - start) for start, end, _ in regions)
+    deadline = time.monotonic() + max_seconds
+    scanned = 0
+    for start, end, path in regions:
         at = start
         while at < end:
+            if scanned >= max_bytes or time.monotonic() > deadline:
+                if notes is not None:
+                    notes.append(f"ovf: the scan for the ring stopped after {scanned >> 20} MiB of "
+                                 f"{total >> 20} MiB of writable memory ({max_bytes >> 20} MiB or "
+                                 f"{max_seconds:g} s at most)")
+                return None
             size = min(end - at, 1 << 20)
             try:
                 data = target.read_memory(at, size)
             except TargetMemoryError:
                 break
+            scanned += size
             hit = data.find(layout.MAGIC_BYTES)
             while hit >= 0:
                 if hit % 8 == 0:  # the state is 8-byte aligned, so chunks need no overlap
@@ -139,7 +160,7 @@ class Ring:
         self.end_seq = h.write_seq
         self.floor_seq = max(0, self.end_seq - self.capacity)
         self._chunks = {}  # chunk number -> bytes of CHUNK_RECORDS slots
-        self._names = None
+        self._name_index = {}  # block number -> bytes of NAME_BLOCK index entries
         self._texts = {}  # name id -> escaped text
 
     def _validate(self):
@@ -210,16 +231,37 @@ class Ring:
     # ------------------------------------------------------------ names
 
     def name(self, name_id):
-        """The interned string `name_id` as raw bytes (b"" for a bad id)."""
-        if self._names is None:
-            self._names = self._read_names()
-        index, arena = self._names
-        if name_id >= len(index) // 8:
+        """The interned string `name_id` as raw bytes (b"<bad name id N>" for a
+        bad id). Read on demand, an index block and one string at a time: a
+        crafted header cannot make the reader load a gigabyte arena."""
+        h = self.header
+        count = min(h.names_count, h.names_capacity, MAX_NAMES)
+        if name_id >= count:
             return b"<bad name id %d>" % name_id
-        offset, length = struct.unpack_from("<II", index, 8 * name_id)
-        if offset + length > len(arena):
+        block = name_id // NAME_BLOCK
+        index = self._name_index.get(block)
+        if index is None:
+            first = block * NAME_BLOCK
+            index = self._read_or_empty(h.names_index_addr + 8 * first, 8 * min(NAME_BLOCK, count - first))
+            self._name_index[block] = index
+        at = 8 * (name_id % NAME_BLOCK)
+        if len(index) < at + 8:
             return b"<bad name id %d>" % name_id
-        return arena[offset : offset + length]
+        offset, length = struct.unpack_from("<II", index, at)
+        used = min(h.names_arena_used, h.names_arena_size)
+        if length > MAX_NAME or offset + length > used:
+            return b"<bad name id %d>" % name_id
+        raw = self._read_or_empty(h.names_arena_addr + offset, length) if length else b""
+        return raw if len(raw) == length else b"<bad name id %d>" % name_id
+
+    def _read_or_empty(self, address, size):
+        try:
+            return self.target.read_memory(address, size)
+        except TargetMemoryError as e:
+            note = f"ovf: the string table is unreadable ({e}); names show as <bad name id>"
+            if note not in self.notes:
+                self.notes.append(note)
+            return b""
 
     def module(self, name_id, none="(no module)"):
         """A module path for people: `none` for no module, the watched model
@@ -237,15 +279,3 @@ class Ring:
         if text is None:
             text = self._texts[name_id] = escape_text(self.name(name_id))
         return text
-
-    def _read_names(self):
-        h = self.header
-        count = min(h.names_count, h.names_capacity, MAX_NAMES)
-        used = min(h.names_arena_used, h.names_arena_size, MAX_ARENA)
-        try:
-            index = self.target.read_memory(h.names_index_addr, 8 * count) if count else b""
-            arena = self.target.read_memory(h.names_arena_addr, used) if used else b""
-        except TargetMemoryError as e:
-            self.notes.append(f"ovf: the string table is unreadable ({e}); names show as <bad name id>")
-            return b"", b""
-        return index, arena

@@ -2,7 +2,8 @@
 armed, the stop breakpoint, and the decision taken when it is hit."""
 
 import os
-from dataclasses import dataclass
+import struct
+from dataclasses import dataclass, replace
 
 from . import layout
 from .arming import Arming
@@ -47,31 +48,44 @@ class Session:
         raise OvfError(f"ovf: cannot find the ovf Python package (a directory with _bootstrap/); "
                        f"set {PACKAGE_ENV}=<build>/python/ovf before starting gdb, or use ovf-gdb")
 
-    def apply(self):
-        """Makes what is armed take effect: the next `run`'s environment, the
-        running process's control block, and the breakpoint. Returns a reply."""
+    def staged(self):
+        """A copy of what is armed for a command to change; nothing takes
+        effect until apply() accepts the whole of it."""
+        return replace(self.arming, touched=set(self.arming.touched))
+
+    def apply(self, arming):
+        """Makes `arming` take effect: the next `run`'s environment, the running
+        process's control block, and the breakpoint. Every value is encoded
+        before anything is written: a refusal changes nothing, here or in the
+        process. Returns a reply."""
         kind = self.target.kind()
         if kind == "core":
             raise OvfError("ovf: a core file cannot be armed; `ovf frames` and `ovf status` read it")
-        reply = []
         bootstrap = os.path.join(self.package_dir(), "_bootstrap")
-        current = self.target.get_environment("PYTHONPATH")
-        for name, value in self.arming.environment(bootstrap, current).items():
-            self.target.set_environment(name, value)
+        environment = arming.environment(bootstrap, self.target.get_environment("PYTHONPATH"))
+        ring, problem = None, ""
         if kind == "live":
-            reply.append(self._write_control())
+            try:
+                ring = self.ring()
+            except OvfError as e:
+                problem = f"{e}\novf: it takes effect at the next `run`"
+        writes = []
+        if ring is not None:
+            try:
+                writes = [layout.encode_control_field(name, value) for name, value in arming.control_writes(ring.control)]
+            except (ValueError, OverflowError, struct.error) as e:
+                raise OvfError(f"ovf: nothing was armed: {e}") from None
+        for name, value in environment.items():
+            self.target.set_environment(name, value)
+        reply = [problem] + ([self._write_control(ring, writes)] if ring is not None else [])
+        self.arming = arming
         self.breakpoint = self.target.set_stop_breakpoint(layout.STOP_FUNCTION, self.on_breakpoint)
         armed = "; ".join(self.arming.describe()) or "nothing"
         reply.insert(0, f"ovf: armed: {armed}")
         return "\n".join(line for line in reply if line) + "\n"
 
-    def _write_control(self):
-        try:
-            ring = self.ring()
-        except OvfError as e:
-            return f"{e}\novf: it takes effect at the next `run`"
-        for name, value in self.arming.control_writes(ring.control):
-            offset, data = layout.encode_control_field(name, value)
+    def _write_control(self, ring, writes):
+        for offset, data in writes:
             try:
                 self.target.write_memory(ring.address + offset, data)
             except TargetMemoryError as e:

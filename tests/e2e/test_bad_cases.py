@@ -64,3 +64,23 @@ def test_a_core_file_cannot_be_armed(debugger, tmp_path):
     out = debugger.run(["ovf break-on-nan", "ovf release"], core=core)
     assert "ovf: a core file cannot be armed; `ovf frames` and `ovf status` read it" in out
     assert f"ovf release: needs a running process (attach with {debugger.attach})" in out
+
+
+def test_refused_values_are_one_line_and_arm_nothing(debugger):
+    # Before `run` and on the stopped process alike: the value is refused when typed, with
+    # its limit; nothing is half written, and the commands that follow still work.
+    refused = [f"ovf break-on-nan --after-batch {10**20}", "ovf break-on-nan --module " + "m" * 300,
+               f"ovf trace-batches {10**23}", "ovf break-on-nan --if '9**9**9 > absmax'",
+               "ovf break-on-nan --if \"abs.__self__.__import__('os').system('echo pwned')\""]
+    out = debugger.run([*refused, "ovf status", debugger.cut(), "ovf break-on-nan", "run", *refused, "ovf status",
+                        "kill"], program=[PYTHON, SCRIPT, "--inf-at", "blocks.1.amp:2"])
+    assert out.count(f"'{10**20}' is not a batch number (an integer from 0 to 9223372036854775807)") == 2
+    assert out.count("a module glob holds at most 255 bytes; this one has 300") == 2
+    assert out.count(f"'{10**23}' is not a batch number (an integer from 0 to 9223372036854775807)") == 2
+    assert out.count("ovf: --if '9**9**9 > absmax': a number larger than 2**256 is not allowed") == 2
+    assert out.count("calling abs.__self__.__import__('os').system is not allowed") == 2
+    assert "pwned" not in out.replace("echo pwned", "")
+    assert "debugger: nothing armed" in out[: out.index("----8<----")]
+    assert re.search(r"^ovf: first non-finite value \(inf\) at batch 2", out, re.M), out
+    # the stopped process's control block is what `ovf break-on-nan` wrote, untouched by the refusals
+    assert "runtime: enabled, on event: continue, stops on: nan, inf, producer_only" in out

@@ -163,6 +163,8 @@ def test_bad_files_are_one_line_and_exit_status_2(tmp_path, two_ranks, plain_cor
     (tmp_path / "garbage").write_bytes(bytes(range(256)) * 64)
     (tmp_path / "empty").write_bytes(b"")
     (tmp_path / "adir").mkdir()
+    fifo = tmp_path / "fifo"  # opening it would block for ever
+    os.mkfifo(fifo)
     cut_4k, cut_ring = _cut(core, tmp_path / "cut-4k", 4096), _cut(core, tmp_path / "cut-ring", state)
     P = re.escape
     cases = {  # file: what stderr says, a regular expression
@@ -171,7 +173,8 @@ def test_bad_files_are_one_line_and_exit_status_2(tmp_path, two_ranks, plain_cor
         cut_4k: rf"ovf: {P(str(cut_4k))} is not a readable core file \(truncated or corrupt: .+\)",
         cut_ring: rf"ovf: {P(str(cut_ring))} is cut short \({state} of {size} bytes\): cannot read ovf_state at "
                   r"0x[0-9a-f]+: 0x[0-9a-f]+ lies past the end of the file",
-        tmp_path / "adir": rf"ovf: cannot open {P(str(tmp_path / 'adir'))}: Is a directory",
+        tmp_path / "adir": rf"ovf: {P(str(tmp_path / 'adir'))} is not a core file \(not a regular file: a directory\)",
+        fifo: rf"ovf: {P(str(fifo))} is not a core file \(not a regular file: a FIFO\)",
         tmp_path / "missing": rf"ovf: cannot open {P(str(tmp_path / 'missing'))}: No such file or directory",
         plain_core: rf"ovf: {P(plain_core)}: {P(NO_RING)}",
         future: rf"ovf: {P(str(future))}: the ring has layout version 99, newer than this ovf debugger extension "
@@ -207,3 +210,32 @@ def test_usage_errors_exit_2():
     assert out.returncode == 2 and "usage: python3 -m ovf.postmortem" in out.stderr
     out = postmortem("core", "--frames", "x")
     assert out.returncode == 2 and "--frames: 'x' is not a count (an integer >= 0)" in out.stderr
+
+
+def test_crafted_cores_cost_neither_memory_nor_time(tmp_path):
+    """A 1 GiB string arena backed by a 1.2 MB file is not loaded (names are read one
+    at a time, each bounded); a terabyte of writable segments is not scanned whole."""
+    import time
+
+    import crafted_cores
+
+    def limited():  # 1 GiB of address space: the whole arena could not even be mapped
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    arena = tmp_path / "arena"
+    crafted_cores.huge_name_arena(arena)
+    out = subprocess.run([PYTHON, "-m", "ovf.postmortem", "--frames", "1", str(arena)], capture_output=True,
+                         text=True, timeout=120, env=env(), preexec_fn=limited)
+    assert "MemoryError" not in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == 0 and "process 4242 (not distributed, cpu), batch 0" in out.stdout, out
+    assert "                  <bad name id 1> <bad name id 2>\n" in out.stdout, out.stdout  # each name bounded
+
+    scan = tmp_path / "scan"
+    crafted_cores.endless_scan(scan)
+    started = time.monotonic()
+    out = postmortem(scan)
+    took = time.monotonic() - started
+    assert out.returncode == 2 and took < 60, (took, out.stderr)
+    assert re.fullmatch(rf"ovf: {re.escape(str(scan))}: no ovf ring in this core file \(no symbol ovf_state, "
+                        r"and no ring header in its memory; the scan for the ring stopped after \d+ MiB of "
+                        r"1048544 MiB of writable memory \(256 MiB or 10 s at most\)\)\n", out.stderr), out.stderr

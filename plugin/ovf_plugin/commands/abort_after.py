@@ -14,6 +14,7 @@ def add_arguments(p):
 
 
 def run(session, args):
-    session.arming.abort_after = -1 if args.batch is None else args.batch
-    session.arming.touched.add("abort_after")
-    return session.apply()
+    a = session.staged()
+    a.abort_after = -1 if args.batch is None else args.batch
+    a.touched.add("abort_after")
+    return session.apply(a)

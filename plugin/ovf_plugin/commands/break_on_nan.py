@@ -17,7 +17,7 @@ def add_arguments(p):
     which = p.add_mutually_exclusive_group()
     which.add_argument("--nan", action="store_true", help="stop on NaN only")
     which.add_argument("--inf", action="store_true", help="stop on +/-Inf only")
-    p.add_argument("--module", default="", metavar="GLOB",
+    p.add_argument("--module", type=types.module_glob, default="", metavar="GLOB",
                    help="only modules whose path matches, e.g. 'encoder.block.*'")
     p.add_argument("--after-batch", type=types.batch_number, default=0, metavar="N",
                    help="only in batches N and later (0-based)")
@@ -38,7 +38,7 @@ def add_arguments(p):
 
 def run(session, args):
     condition = Condition(args.condition) if args.condition else None
-    a = session.arming
+    a = session.staged()
     a.nan = not args.inf
     a.inf = not args.nan
     a.module = args.module
@@ -48,4 +48,4 @@ def run(session, args):
     a.backward = args.backward
     a.carriers = args.carriers
     a.touched.add("observe")
-    return session.apply()
+    return session.apply(a)

@@ -15,7 +15,7 @@ def add_arguments(p):
 
 
 def run(session, args):
-    a = session.arming
+    a = session.staged()
     a.trace_batches, a.trace_module = args.batches, ""
     a.touched.add("trace")
-    return session.apply()
+    return session.apply(a)

@@ -4,22 +4,37 @@ import argparse
 import math
 
 
-def _integer_at_least(text, minimum, what):
+# What the runtime's fields hold (ring.h): batch numbers are int64, counts
+# (frames to list) are bounded by what a ring can hold.
+MAX_BATCH = 2**63 - 1
+MAX_COUNT = 2**30
+GLOB_BYTES = 255
+
+
+def _integer_in(text, minimum, maximum, what):
     try:
         value = int(text, 10)
     except ValueError:
         value = None
-    if value is None or value < minimum:
-        raise argparse.ArgumentTypeError(f"{text!r} is not {what} (an integer >= {minimum})")
+    if value is None or not minimum <= value <= maximum:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what} (an integer from {minimum} to {maximum})")
     return value
 
 
 def batch_number(text):
-    return _integer_at_least(text, 0, "a batch number")
+    return _integer_in(text, 0, MAX_BATCH, "a batch number")
 
 
 def count(text):
-    return _integer_at_least(text, 1, "a count")
+    return _integer_in(text, 1, MAX_COUNT, "a count")
+
+
+def module_glob(text):
+    """An fnmatch pattern that fits the control block (255 bytes of UTF-8)."""
+    size = len(text.encode("utf-8", "surrogateescape"))
+    if size > GLOB_BYTES:
+        raise argparse.ArgumentTypeError(f"a module glob holds at most {GLOB_BYTES} bytes; this one has {size}")
+    return text
 
 
 def fraction(text):

@@ -15,7 +15,7 @@ NAME = "watch"
 
 
 def add_arguments(p):
-    p.add_argument("glob", nargs="?", default="", metavar="GLOB",
+    p.add_argument("glob", nargs="?", type=types.module_glob, default="", metavar="GLOB",
                    help="module paths to watch (default: all); 'off' removes the watch")
     p.add_argument("--batches", type=types.batch_list, default=None, metavar="LIST",
                    help="batches to trace, e.g. 1,3 (0-based)")
@@ -31,13 +31,13 @@ def add_arguments(p):
 
 
 def run(session, args):
-    a = session.arming
+    a = session.staged()
     if args.glob == "off":
         a.above = a.below = None
         a.trace_batches = ()
         a.headroom = None
         a.touched |= {"thresholds", "trace", "headroom"}
-        return session.apply()
+        return session.apply(a)
     if args.batches is None and args.above is None and args.below is None and args.headroom is None:
         raise OvfError("ovf watch: give --batches, --above, --below or --headroom (or 'off')")
     glob = "" if args.glob in ("", "*") else args.glob
@@ -53,5 +53,5 @@ def run(session, args):
     if args.batches is not None:
         a.trace_batches, a.trace_module = args.batches, glob
         a.touched.add("trace")
-    return session.apply()
+    return session.apply(a)
 
