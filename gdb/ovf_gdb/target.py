@@ -6,6 +6,7 @@ import gdb
 
 from ovf_plugin.proc_target import writable_regions
 from ovf_plugin.target import Target, TargetMemoryError
+from ovf_plugin.unopened_core import named_core
 
 from .breakpoint import StopBreakpoint
 
@@ -23,6 +24,10 @@ class GdbTarget(Target):
         if "core dump file" in gdb.execute("info target", to_string=True):
             return "core"
         return "live"
+
+    def unopened_core_path(self):
+        """`gdb PROGRAM CORE` or `gdb -c CORE`: the core gdb was given."""
+        return named_core(("-c", "--core", "-core"), positional_core=True)
 
     def read_memory(self, address, size):
         try:

@@ -10,6 +10,7 @@ import lldb
 from ovf_plugin.errors import OvfError
 from ovf_plugin.proc_target import writable_regions
 from ovf_plugin.target import Target, TargetMemoryError
+from ovf_plugin.unopened_core import named_core
 
 CALLBACK = "ovf_lldb.stop_callback"  # resolved by LLDB in the module `command script import` loaded
 _CORE_PLUGINS = ("elf-core", "minidump", "mach-o-core")
@@ -50,6 +51,10 @@ class LldbTarget(Target):
         return process
 
     # ------------------------------------------------------------ memory
+
+    def unopened_core_path(self):
+        """`lldb -c CORE` / `--core CORE`: the core LLDB was given."""
+        return named_core(("-c", "--core"), positional_core=False)
 
     def kind(self):
         process = self._process()

@@ -14,6 +14,7 @@ from .report import format_trace
 from .ring import locate
 from .summary import stop_summary
 from .target import TargetMemoryError
+from .unopened_core import open_unopened
 
 PACKAGE_ENV = "OVF_PACKAGE_DIR"
 
@@ -35,8 +36,30 @@ class Session:
         self._package_dirs = package_dirs
 
     def ring(self):
-        """The ring as it is now (read afresh: the process may have run since)."""
-        return locate(self.target)
+        """The ring as it is now (read afresh: the process may have run since).
+        With no process, a core file named on the debugger's command line that
+        the debugger could not open is read by ovf itself."""
+        try:
+            return locate(self.target)
+        except OvfError as e:
+            core = self.unopened_core() if self.target.kind() == "none" else None
+            if core is None:
+                raise
+            ring = locate(core)
+            ring.notes.insert(0, core.note)
+            return ring
+
+    def unopened_core(self):
+        """A CoreTarget over the core the front end says the debugger was given
+        but did not open, or None."""
+        find = getattr(self.target, "unopened_core_path", None)
+        path = find() if find is not None else None
+        if path is None:
+            return None
+        try:
+            return open_unopened(path, "it says the file is no core it knows")
+        except OvfError:
+            return None
 
     # ------------------------------------------------------------ arming
 

@@ -3,8 +3,13 @@ checks that for every test), under gdb and LLDB."""
 
 import os
 import re
+import sys
 
-from harness import PYTHON, SCRIPT
+from harness import DEBUGGERS, PYTHON, SCRIPT, TOP, run_python
+
+sys.path.insert(0, os.path.join(TOP, "plugin"))
+from ovf_plugin.core_target import CoreTarget  # noqa: E402 - the reader of ovf.postmortem, no debugger
+from ovf_plugin.ring import locate  # noqa: E402
 
 
 def test_no_process_and_a_process_that_exited(debugger):
@@ -84,3 +89,21 @@ def test_refused_values_are_one_line_and_arm_nothing(debugger):
     assert re.search(r"^ovf: first non-finite value \(inf\) at batch 2", out, re.M), out
     # the stopped process's control block is what `ovf break-on-nan` wrote, untouched by the refusals
     assert "runtime: enabled, on event: continue, stops on: nan, inf, producer_only" in out
+
+
+def test_a_core_cut_after_the_ring_header_reads_as_postmortem_reads_it(debugger, tmp_path):
+    """gdb's BFD refuses such a file ("not a core dump"); ovf then reads the core named
+    on the command line itself, so gdb, LLDB and python3 -m ovf.postmortem agree."""
+    full, cut = tmp_path / "core.full", tmp_path / "core.cut"
+    DEBUGGERS["gdb"].run(["ovf break-on-nan", "run", f"gcore {full}", "kill"],
+                         program=[PYTHON, SCRIPT, "--inf-at", "blocks.1.amp:2"])
+    target = CoreTarget(str(full))
+    offset = target.file_offset(locate(target).address)
+    target.close()
+    with open(full, "rb") as f, open(cut, "wb") as g:
+        g.write(f.read(offset + 4096))  # the header and a few records, not the rest
+    listing = run_python(["-m", "ovf.postmortem", "--frames", "2", str(cut)]).stdout
+    expected = listing[listing.index("Last 2 forward frames:"):]
+    out = debugger.run(["ovf frames 2"], core=cut)
+    assert out[out.index("Last 2 forward frames:"):].startswith(expected.rstrip("\n")), out
+    assert "blocks.1.amp Amplifier" in expected and "     inf      inf output" in expected
