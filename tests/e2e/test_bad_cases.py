@@ -53,7 +53,7 @@ def test_wrong_arguments(debugger):
                         "ovf break-on-nan --if 'x >'", "ovf watch", "ovf abort-after soon", "ovf nosuch",
                         "help ovf frames"])
     assert "ovf frames: unrecognized arguments: --bogus\nusage: ovf frames [-h]" in out
-    assert "ovf frames: argument N: '0' is not a count (an integer >= 1)" in out
+    assert "ovf frames: argument N: '0' is not a count (an integer from 1 to 1073741824)" in out
     assert "ovf break-on-nan: argument --inf: not allowed with argument --nan" in out
     assert "ovf: --if 'x >' is not a Python expression: invalid syntax" in out
     assert "ovf watch: give --batches, --above, --below or --headroom (or 'off')" in out

@@ -77,7 +77,9 @@ def test_backward_nan_is_named_by_its_forward_op():
     out = run_gdb(["ovf break-on-nan --backward", "run", "py-bt", CUT, "kill"], ["--args", PYTHON, CASES, "sqrt"])
     assert re.search(r"^ovf: first non-finite value \(inf\) in the backward pass at batch 1, op aten::\w+ in body, "
                      r"produced here$", out, re.M), out
-    assert re.search(r"grad = aten::\w+ for aten::sqrt in body \(produced here\)    <- this op$", out, re.M)
+    # the forward line it differentiates, noted when the forward op ran
+    assert re.search(r"grad = aten::\w+ for aten::sqrt in body at op_cases\.py:56 in forward \(produced here\)"
+                     r"    <- this op$", out, re.M), out
     assert "loss.backward()" in between(out, "Traceback (most recent call first):")
 
 
@@ -94,7 +96,7 @@ def test_optimizer_step_that_writes_nan_stops_at_the_step():
 @pytest.mark.parametrize("case,flag,line", [
     ("log", "--ops", "ovf: the first non-finite value was produced by aten::log in body (batch 1)"),
     ("sqrt", "--backward", "ovf: the first non-finite value was produced in the backward pass by aten::div, "
-                           "the gradient of aten::sqrt in body (batch 1)"),
+                           "the gradient of aten::sqrt in body at op_cases.py:56 in forward (batch 1)"),
     ("step", None, "ovf: the first non-finite value was written by optimizer.step (SGD) into body.proj.weight "
                    "(after batch 0)"),
 ])
