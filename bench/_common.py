@@ -67,7 +67,7 @@ def cpu_model():
 
 
 def cache_sizes():
-    """"L1d 32K, L2 1024K, L3 32768K" for cpu0, from sysfs (what a working set fits in)."""
+    """ "L1d 32K, L2 1024K, L3 32768K" for cpu0, from sysfs (what a working set fits in)."""
     parts = []
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
@@ -104,9 +104,13 @@ def machine_lines(ovf=None):
         f"cpu:      {cpu_model()} ({os.cpu_count()} logical cores visible)",
         f"caches:   {cache_sizes()} (per core for L1/L2 on most CPUs)",
         f"python:   {platform.python_version()} ({sys.executable})",
-        f"torch:    {torch.__version__}; threads: torch intra-op {torch.get_num_threads()}, "
-        f"inter-op {torch.get_num_interop_threads()}, OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}, "
-        f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} (pinned to {THREADS} by bench/_common.py)",
+        (
+            f"torch:    {torch.__version__}; threads: torch intra-op {torch.get_num_threads()},"
+            f" inter-op {torch.get_num_interop_threads()},"
+            f" OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']},"
+            f" OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} (pinned to {THREADS} by"
+            " bench/_common.py)"
+        ),
         f"blas:     {blas_library()}",
     ]
     if ovf is not None:

@@ -35,13 +35,18 @@ MODES = ["plain", "ovf", "ovf+ops", "ovf+ops+bw", "anomaly"]
 
 
 def build(name, quick):
-    """(model, inputs, targets) of a model people train, at a size one CPU thread steps in ~0.1-1 s."""
+    """(model, inputs, targets) of a model people train, at a size one CPU thread steps
+    in ~0.1-1 s."""
     import torchvision
 
     torch.manual_seed(0)
     if name == "resnet18":
         side = 64 if quick else 112
-        return torchvision.models.resnet18(num_classes=10), torch.randn(4, 3, side, side), torch.arange(4)
+        return (
+            torchvision.models.resnet18(num_classes=10),
+            torch.randn(4, 3, side, side),
+            torch.arange(4),
+        )
     if name == "vit_b_16":
         # the real architecture (12 layers, width 768); a 112-pixel image keeps a step near a second
         side = 112 if not quick else 32
@@ -52,7 +57,9 @@ def build(name, quick):
         from real_models import GPT
 
         vocab, block = 512, 64 if quick else 128
-        model = GPT(vocab=vocab, width=128 if quick else 256, heads=4, layers=2 if quick else 4, block=block)
+        model = GPT(
+            vocab=vocab, width=128 if quick else 256, heads=4, layers=2 if quick else 4, block=block
+        )
         idx = torch.randint(vocab, (8, block))
         return model, idx, torch.roll(idx, -1, dims=1)
     raise ValueError(name)
@@ -89,7 +96,7 @@ def bench(name, ovf, quick):
     rounds, steps = (2, 1) if quick else (5, 3)
     times = {mode: [] for mode in MODES}
     for r in range(rounds):
-        order = MODES[r % len(MODES):] + MODES[: r % len(MODES)]
+        order = MODES[r % len(MODES) :] + MODES[: r % len(MODES)]
         for mode in order:
             leave = enter(mode, model, ovf)
             step()  # a first step per mode: hooks and caches warm
@@ -103,15 +110,23 @@ def bench(name, ovf, quick):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true", help="small sizes, one step a round (a smoke test)")
+    p.add_argument(
+        "--quick", action="store_true", help="small sizes, one step a round (a smoke test)"
+    )
     p.add_argument("--models", default="resnet18,vit_b_16,gpt")
     args = p.parse_args(argv)
     ovf = _common.import_ovf()
     warnings.filterwarnings("ignore", message=".*[Aa]nomaly.*")
-    _common.print_machine("training-step overhead on real models (bench/real_models_overhead.py)", ovf)
+    _common.print_machine(
+        "training-step overhead on real models (bench/real_models_overhead.py)", ovf
+    )
     print()
-    header = f"{'model':<10}" + "".join(f"{m:>12}" for m in MODES) + " | " + \
-        "".join(f"{m + '/plain':>16}" for m in MODES[1:])
+    header = (
+        f"{'model':<10}"
+        + "".join(f"{m:>12}" for m in MODES)
+        + " | "
+        + "".join(f"{m + '/plain':>16}" for m in MODES[1:])
+    )
     print("median seconds per step, and each mode's ratio to the plain step")
     print(header)
     print("-" * len(header))
@@ -119,10 +134,18 @@ def main(argv=None):
     for name in args.models.split(","):
         t = bench(name, ovf, args.quick)
         ratios = {m: t[m] / t["plain"] for m in MODES[1:]}
-        print(f"{name:<10}" + "".join(f"{t[m]:>12.4f}" for m in MODES) + " | " +
-              "".join(f"{ratios[m]:>16.3f}" for m in MODES[1:]), flush=True)
-        missed += [f"{name}: {m} {ratios[m]:.3f}x plain > {target}x" for m, target in TARGETS.items()
-                   if ratios[m] > target]
+        print(
+            f"{name:<10}"
+            + "".join(f"{t[m]:>12.4f}" for m in MODES)
+            + " | "
+            + "".join(f"{ratios[m]:>16.3f}" for m in MODES[1:]),
+            flush=True,
+        )
+        missed += [
+            f"{name}: {m} {ratios[m]:.3f}x plain > {target}x"
+            for m, target in TARGETS.items()
+            if ratios[m] > target
+        ]
     print()
     for m in missed:
         print(f"TARGET MISSED: {m}")

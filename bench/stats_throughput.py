@@ -45,7 +45,9 @@ def load_floor_library():
     candidates = []
     if os.environ.get("OVF_READ_FLOOR_LIB"):
         candidates.append(os.environ["OVF_READ_FLOOR_LIB"])
-    candidates += sorted(glob.glob(os.path.join(_common.REPO, "build*", "bench", "libovf_read_floor.so")))
+    candidates += sorted(
+        glob.glob(os.path.join(_common.REPO, "build*", "bench", "libovf_read_floor.so"))
+    )
     path = next((c for c in candidates if os.path.isfile(c)), None)
     if path is None:
         source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "read_floor.c")
@@ -60,7 +62,12 @@ def load_floor_library():
 def reference_stats(t):
     """The reference's per-tensor work: abs, min, max, isnan, isinf, a host read per stat."""
     a = t.abs()
-    return (a.min().item(), a.max().item(), torch.isnan(t).any().item(), torch.isinf(t).any().item())
+    return (
+        a.min().item(),
+        a.max().item(),
+        torch.isnan(t).any().item(),
+        torch.isinf(t).any().item(),
+    )
 
 
 def time_per_call(fn, inner):
@@ -86,7 +93,7 @@ def measure(methods, rounds, budget_s):
     samples = {name: [] for name in methods}
     names = list(methods)
     for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             samples[name].append(time_per_call(methods[name], inner[name]))
     return {name: _common.median(v) for name, v in samples.items()}
 
@@ -94,7 +101,9 @@ def measure(methods, rounds, budget_s):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer, shorter rounds (a smoke test)")
-    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds per cell (default 9)")
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="interleaved rounds per cell (default 9)"
+    )
     args = parser.parse_args(argv)
     rounds = args.rounds or (3 if args.quick else 9)
     budget_s = 0.01 if args.quick else 0.06
@@ -104,18 +113,29 @@ def main(argv=None):
     lib, lib_path = load_floor_library()
     _common.print_machine("ovf stats engine throughput (bench/stats_throughput.py)", ovf)
     print(f"floor:    {lib_path}")
-    print(f"method:   {rounds} interleaved rounds of ~{budget_s * 1e3:.0f} ms per method and cell; "
-          "median seconds per call; GB/s = tensor bytes / time (1 GB = 1e9 bytes)")
+    print(
+        f"method:   {rounds} interleaved rounds of ~{budget_s * 1e3:.0f} ms per method and cell; "
+        "median seconds per call; GB/s = tensor bytes / time (1 GB = 1e9 bytes)"
+    )
     print("data:     torch.randn(n) cast to the dtype (finite, no zeros in practice), contiguous\n")
 
     one = torch.ones(1)
-    overhead = measure({"ovf": lambda: stats(one),
-                        "floor": lambda: lib.ovf_read_floor(one.data_ptr(), 4)}, rounds, budget_s)
-    print(f"call overhead (1-element tensor): ovf._ovf.stats {overhead['ovf'] * 1e6:.2f} us, "
-          f"ctypes floor call {overhead['floor'] * 1e6:.2f} us\n")
+    overhead = measure(
+        {"ovf": lambda: stats(one), "floor": lambda: lib.ovf_read_floor(one.data_ptr(), 4)},
+        rounds,
+        budget_s,
+    )
+    print(
+        f"call overhead (1-element tensor): ovf._ovf.stats {overhead['ovf'] * 1e6:.2f} us, "
+        f"ctypes floor call {overhead['floor'] * 1e6:.2f} us\n"
+    )
 
-    header = (f"{'dtype':<9} {'elements':>9} {'MB':>7} | {'floor GB/s':>10} {'ovf GB/s':>9} {'ref GB/s':>9} | "
-              f"{'ovf/floor':>9} {'ref/floor':>9} {'ovf/ref':>8} | {'ovf engine GB/s':>15} {'engine/floor':>12}")
+    header = (
+        f"{'dtype':<9} {'elements':>9} {'MB':>7} |"
+        f" {'floor GB/s':>10} {'ovf GB/s':>9} {'ref GB/s':>9} |"
+        f" {'ovf/floor':>9} {'ref/floor':>9} {'ovf/ref':>8} |"
+        f" {'ovf engine GB/s':>15} {'engine/floor':>12}"
+    )
     print(header)
     print("-" * len(header))
     rows = []
@@ -125,28 +145,48 @@ def main(argv=None):
             nbytes = t.numel() * t.element_size()
             ptr = t.data_ptr()
             assert stats(t)["numel"] == n
-            sec = measure({
-                "floor": lambda: lib.ovf_read_floor(ptr, nbytes),
-                "ovf": lambda: stats(t),
-                "reference": lambda: reference_stats(t),
-            }, rounds, budget_s)
+            sec = measure(
+                {
+                    "floor": lambda: lib.ovf_read_floor(ptr, nbytes),
+                    "ovf": lambda: stats(t),
+                    "reference": lambda: reference_stats(t),
+                },
+                rounds,
+                budget_s,
+            )
             gbps = {k: nbytes / v / 1e9 for k, v in sec.items()}
             engine_s = max(sec["ovf"] - overhead["ovf"], 1e-12)
             engine_gbps = nbytes / engine_s / 1e9
-            row = dict(dtype=str(dtype).replace("torch.", ""), n=n, mb=nbytes / 1e6, **gbps,
-                       engine=engine_gbps, ovf_floor=gbps["ovf"] / gbps["floor"],
-                       ref_floor=gbps["reference"] / gbps["floor"], ovf_ref=gbps["ovf"] / gbps["reference"],
-                       engine_floor=engine_gbps / gbps["floor"])
+            row = dict(
+                dtype=str(dtype).replace("torch.", ""),
+                n=n,
+                mb=nbytes / 1e6,
+                **gbps,
+                engine=engine_gbps,
+                ovf_floor=gbps["ovf"] / gbps["floor"],
+                ref_floor=gbps["reference"] / gbps["floor"],
+                ovf_ref=gbps["ovf"] / gbps["reference"],
+                engine_floor=engine_gbps / gbps["floor"],
+            )
             rows.append(row)
-            print(f"{row['dtype']:<9} {n:>9.0e} {row['mb']:>7.2f} | {gbps['floor']:>10.1f} {gbps['ovf']:>9.1f} "
-                  f"{gbps['reference']:>9.2f} | {row['ovf_floor']:>9.2f} {row['ref_floor']:>9.3f} "
-                  f"{row['ovf_ref']:>8.1f} | {engine_gbps:>15.1f} {row['engine_floor']:>12.2f}", flush=True)
+            print(
+                (
+                    f"{row['dtype']:<9} {n:>9.0e} {row['mb']:>7.2f} |"
+                    f" {gbps['floor']:>10.1f} {gbps['ovf']:>9.1f} {gbps['reference']:>9.2f} |"
+                    f" {row['ovf_floor']:>9.2f} {row['ref_floor']:>9.3f} {row['ovf_ref']:>8.1f} |"
+                    f" {engine_gbps:>15.1f} {row['engine_floor']:>12.2f}"
+                ),
+                flush=True,
+            )
 
     print("\nratio table (ovf / floor; target >= 0.5 at 1e6 and 1e7)")
     dtype_names = [str(d).replace("torch.", "") for d in DTYPES]
     print(f"{'elements':>9} " + " ".join(f"{d:>9}" for d in dtype_names))
     for n in SIZES:
-        cells = [next(r for r in rows if r["n"] == n and r["dtype"] == d)["ovf_floor"] for d in dtype_names]
+        cells = [
+            next(r for r in rows if r["n"] == n and r["dtype"] == d)["ovf_floor"]
+            for d in dtype_names
+        ]
         print(f"{n:>9.0e} " + " ".join(f"{c:>9.2f}" for c in cells))
 
     missed = [r for r in rows if r["n"] in TARGET_SIZES and r["ovf_floor"] < TARGET]
@@ -155,17 +195,23 @@ def main(argv=None):
     ovf_lo, ovf_hi = min(r["ovf"] for r in big), max(r["ovf"] for r in big)
     floor_lo, floor_hi = min(r["floor"] for r in big), max(r["floor"] for r in big)
     if ovf_hi < 1.2 * ovf_lo and floor_hi > 1.5 * floor_lo:
-        print(f"note: at 1e6 and 1e7 ovf runs at {ovf_lo:.1f}-{ovf_hi:.1f} GB/s whatever the size and dtype, "
-              f"while the floor runs at {floor_lo:.1f}-{floor_hi:.1f} GB/s (cache vs DRAM): the stats engine "
-              "is compute-bound, not memory-bound")
+        print(
+            f"note: at 1e6 and 1e7 ovf runs at {ovf_lo:.1f}-{ovf_hi:.1f} GB/s whatever the size and"
+            f" dtype, while the floor runs at {floor_lo:.1f}-{floor_hi:.1f} GB/s (cache vs DRAM):"
+            " the stats engine is compute-bound, not memory-bound"
+        )
     if missed:
         for r in missed:
-            print(f"TARGET MISSED: {r['dtype']} at {r['n']:.0e} elements: ovf {r['ovf']:.1f} GB/s is "
-                  f"{r['ovf_floor']:.2f} x the floor's {r['floor']:.1f} GB/s (target >= {TARGET}); "
-                  f"engine alone (call overhead removed) {r['engine_floor']:.2f} x")
+            print(
+                f"TARGET MISSED: {r['dtype']} at {r['n']:.0e} elements: ovf {r['ovf']:.1f} GB/s is "
+                f"{r['ovf_floor']:.2f} x the floor's {r['floor']:.1f} GB/s (target >= {TARGET}); "
+                f"engine alone (call overhead removed) {r['engine_floor']:.2f} x"
+            )
     else:
-        print(f"target met: ovf >= {TARGET} x the floor at 1e6 and 1e7 elements for every dtype "
-              f"(lowest {min(r['ovf_floor'] for r in rows if r['n'] in TARGET_SIZES):.2f} x)")
+        print(
+            f"target met: ovf >= {TARGET} x the floor at 1e6 and 1e7 elements for every dtype "
+            f"(lowest {min(r['ovf_floor'] for r in rows if r['n'] in TARGET_SIZES):.2f} x)"
+        )
     print(_common.load_line("end"))
     return _common.exit_status(missed, args.quick)
 

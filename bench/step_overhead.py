@@ -51,7 +51,8 @@ TARGET = 0.25
 
 
 class ReferenceDetector:
-    """The reference's per-tensor approach (transformers.debug_utils), written for this benchmark."""
+    """The reference's per-tensor approach (transformers.debug_utils), written for this
+    benchmark."""
 
     def __init__(self, model, max_frames_to_save=21):
         self.model = model
@@ -102,7 +103,9 @@ class ReferenceDetector:
         self.frames.append("\n".join(self.frame))
         self.frame = []
         if self.detected:
-            raise ValueError("ReferenceDetector: inf/nan detected (the benchmark's training must stay finite)")
+            raise ValueError(
+                "ReferenceDetector: inf/nan detected (the benchmark's training must stay finite)"
+            )
         if module is self.model:
             self.batch_number += 1
             self.frame.append(f"{'':>17} *** Starting batch number={self.batch_number} ***")
@@ -125,7 +128,9 @@ class OvfMode:
     def exit(self, expected_batches):
         counted = self.debug.batch_number - self.start_batch
         if counted != expected_batches:  # the hooks must really have run
-            raise RuntimeError(f"ovf counted {counted} batches in its mode, expected {expected_batches}")
+            raise RuntimeError(
+                f"ovf counted {counted} batches in its mode, expected {expected_batches}"
+            )
         self.debug.remove()
         self.debug = None
 
@@ -165,14 +170,21 @@ def bench_model(name, config, batch_size, seq_length, reps, steps_per_rep, warmu
             detector = reference.pop("detector")
             detector.remove()
             if detector.batch_number != steps:
-                raise RuntimeError(f"the reference counted {detector.batch_number} batches, expected {steps}")
+                raise RuntimeError(
+                    f"the reference counted {detector.batch_number} batches, expected {steps}"
+                )
 
     modes = ["plain", "ovf", "ovf+ops", "reference"]
     n_modules = sum(1 for _ in model.modules())
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"model {name}: {n_params / 1e6:.2f}M parameters, {n_modules} modules; batch {batch_size} x "
-          f"{seq_length} tokens; {reps} repetitions x {steps_per_rep} steps per mode (+{warmup} warm-up)",
-          flush=True)
+    print(
+        (
+            f"model {name}: {n_params / 1e6:.2f}M parameters, {n_modules} modules; batch"
+            f" {batch_size} x {seq_length} tokens; {reps} repetitions x {steps_per_rep} steps per"
+            f" mode (+{warmup} warm-up)"
+        ),
+        flush=True,
+    )
     for mode in modes:  # warm-up: allocator, caches, first-call costs of each mode
         enter(mode)
         for _ in range(warmup):
@@ -180,7 +192,7 @@ def bench_model(name, config, batch_size, seq_length, reps, steps_per_rep, warmu
         leave(mode, warmup)
     samples = {m: [] for m in modes}
     for rep in range(reps):
-        order = modes[rep % len(modes):] + modes[:rep % len(modes)]
+        order = modes[rep % len(modes) :] + modes[: rep % len(modes)]
         for mode in order:
             enter(mode)
             for _ in range(steps_per_rep):
@@ -193,17 +205,32 @@ def bench_model(name, config, batch_size, seq_length, reps, steps_per_rep, warmu
     med = {m: _common.median(v) for m, v in samples.items()}
     spread = {m: (min(v), max(v)) for m, v in samples.items()}
     for m in modes:
-        print(f"  {m:<10} median {med[m] * 1e3:9.2f} ms   (min {spread[m][0] * 1e3:.2f}, "
-              f"max {spread[m][1] * 1e3:.2f}, {len(samples[m])} steps)")
+        print(
+            f"  {m:<10} median {med[m] * 1e3:9.2f} ms   (min {spread[m][0] * 1e3:.2f}, "
+            f"max {spread[m][1] * 1e3:.2f}, {len(samples[m])} steps)"
+        )
     extra_ovf = med["ovf"] - med["plain"]
     extra_ref = med["reference"] - med["plain"]
-    result = dict(model=name, plain=med["plain"], ovf=med["ovf"], ops=med["ovf+ops"], reference=med["reference"],
-                  ovf_plain=med["ovf"] / med["plain"], ref_plain=med["reference"] / med["plain"],
-                  ops_plain=med["ovf+ops"] / med["plain"],
-                  extra_ovf=extra_ovf, extra_ref=extra_ref,
-                  fraction=extra_ovf / extra_ref if extra_ref > 0 else float("nan"))
-    print(f"  ovf extra {extra_ovf * 1e3:.2f} ms/step, reference extra {extra_ref * 1e3:.2f} ms/step "
-          f"-> fraction {result['fraction']:.3f}\n", flush=True)
+    result = dict(
+        model=name,
+        plain=med["plain"],
+        ovf=med["ovf"],
+        ops=med["ovf+ops"],
+        reference=med["reference"],
+        ovf_plain=med["ovf"] / med["plain"],
+        ref_plain=med["reference"] / med["plain"],
+        ops_plain=med["ovf+ops"] / med["plain"],
+        extra_ovf=extra_ovf,
+        extra_ref=extra_ref,
+        fraction=extra_ovf / extra_ref if extra_ref > 0 else float("nan"),
+    )
+    print(
+        (
+            f"  ovf extra {extra_ovf * 1e3:.2f} ms/step, reference extra"
+            f" {extra_ref * 1e3:.2f} ms/step -> fraction {result['fraction']:.3f}\n"
+        ),
+        flush=True,
+    )
     return result
 
 
@@ -215,8 +242,10 @@ def main(argv=None):
     ovf = _common.import_ovf()
     t5 = _common.import_t5_style()
     _common.print_machine("ovf training-step overhead (bench/step_overhead.py)", ovf)
-    print("method:   modes interleaved per repetition (order rotating), each step timed alone "
-          "(zero_grad + forward + loss + backward + AdamW step), medians\n")
+    print(
+        "method:   modes interleaved per repetition (order rotating), each step timed alone "
+        "(zero_grad + forward + loss + backward + AdamW step), medians\n"
+    )
 
     plans = {
         # name: (config, batch, seq, reps, steps per rep, warm-up)
@@ -229,30 +258,47 @@ def main(argv=None):
         label = "t5-small-sized" if name.strip() == "t5-small" else name.strip()
         results.append(bench_model(label, config, batch, seq, reps, steps, warmup, ovf, t5))
 
-    print("ratio table (targets: (ovf - plain) / (reference - plain) <= 0.25; ovf+ops/plain <= reference/plain)")
-    header = (f"{'model':<15} {'plain ms':>9} {'ovf ms':>9} {'ops ms':>9} {'ref ms':>9} | {'ovf/plain':>9} "
-              f"{'ops/plain':>9} {'ref/plain':>9} | {'ovf extra / ref extra':>21}")
+    print(
+        "ratio table (targets: (ovf - plain) / (reference - plain) <= 0.25; ovf+ops/plain <="
+        " reference/plain)"
+    )
+    header = (
+        f"{'model':<15} {'plain ms':>9} {'ovf ms':>9} {'ops ms':>9} {'ref ms':>9} |"
+        f" {'ovf/plain':>9} {'ops/plain':>9} {'ref/plain':>9} | {'ovf extra / ref extra':>21}"
+    )
     print(header)
     print("-" * len(header))
     for r in results:
-        print(f"{r['model']:<15} {r['plain'] * 1e3:>9.2f} {r['ovf'] * 1e3:>9.2f} {r['ops'] * 1e3:>9.2f} "
-              f"{r['reference'] * 1e3:>9.2f} | {r['ovf_plain']:>9.3f} {r['ops_plain']:>9.3f} {r['ref_plain']:>9.3f} | "
-              f"{r['fraction']:>21.3f}")
+        print(
+            f"{r['model']:<15} {r['plain'] * 1e3:>9.2f} {r['ovf'] * 1e3:>9.2f} "
+            f"{r['ops'] * 1e3:>9.2f} {r['reference'] * 1e3:>9.2f} |"
+            f" {r['ovf_plain']:>9.3f} {r['ops_plain']:>9.3f} {r['ref_plain']:>9.3f} |"
+            f" {r['fraction']:>21.3f}"
+        )
     print()
     for r in results:
         if r["ops"] > r["reference"]:
-            print(f"TARGET MISSED: {r['model']}: op-level ovf {r['ops_plain']:.3f} x plain is slower than the "
-                  f"reference approach at module level ({r['ref_plain']:.3f} x)")
+            print(
+                f"TARGET MISSED: {r['model']}: op-level ovf {r['ops_plain']:.3f} x plain is slower"
+                f" than the reference approach at module level ({r['ref_plain']:.3f} x)"
+            )
         else:
-            print(f"op-level target met on {r['model']}: ovf+ops {r['ops_plain']:.3f} x plain <= reference "
-                  f"{r['ref_plain']:.3f} x")
+            print(
+                f"op-level target met on {r['model']}: ovf+ops {r['ops_plain']:.3f} x plain <="
+                f" reference {r['ref_plain']:.3f} x"
+            )
     missed = [r for r in results if not r["fraction"] <= TARGET or r["ops"] > r["reference"]]
     for r in (r for r in missed if not r["fraction"] <= TARGET):
-        print(f"TARGET MISSED: {r['model']}: ovf's extra time {r['extra_ovf'] * 1e3:.2f} ms/step is "
-              f"{r['fraction']:.3f} of the reference's {r['extra_ref'] * 1e3:.2f} ms/step (target <= {TARGET})")
+        print(
+            f"TARGET MISSED: {r['model']}: ovf's extra time {r['extra_ovf'] * 1e3:.2f} ms/step is"
+            f" {r['fraction']:.3f} of the reference's {r['extra_ref'] * 1e3:.2f} ms/step (target <="
+            f" {TARGET})"
+        )
     if not missed:
-        print(f"target met: ovf's extra time <= {TARGET} of the reference's on every model "
-              f"(highest {max(r['fraction'] for r in results):.3f})")
+        print(
+            f"target met: ovf's extra time <= {TARGET} of the reference's on every model "
+            f"(highest {max(r['fraction'] for r in results):.3f})"
+        )
     print(_common.load_line("end"))
     return _common.exit_status(missed, args.quick)
 

@@ -42,11 +42,14 @@ from t5_style import T5Config, T5ForConditionalGeneration, synthetic_batches  # 
 
 FP16_MAX = 65504.0
 BLOCK, CHANNEL, UNIT, OUT_CHANNEL = 2, 7, 11, 3
-WO_WEIGHT = 6.84  # block 2's feed-forward output then peaks at ~6.25e4; x 1/0.9 by the dropout > FP16_MAX
+WO_WEIGHT = (
+    6.84  # block 2's feed-forward output then peaks at ~6.25e4; x 1/0.9 by the dropout > FP16_MAX
+)
 
 
-def plant_large_activations(model, block=BLOCK, channel=CHANNEL, unit=UNIT, out_channel=OUT_CHANNEL,
-                            wo_weight=WO_WEIGHT):
+def plant_large_activations(
+    model, block=BLOCK, channel=CHANNEL, unit=UNIT, out_channel=OUT_CHANNEL, wo_weight=WO_WEIGHT
+):
     """Turns a fresh T5-small-sized model into one whose block-2 feed-forward output
     peaks at about 6.25e+04: it stands in for the checkpoint of the walk-through.
 
@@ -69,9 +72,11 @@ def plant_large_activations(model, block=BLOCK, channel=CHANNEL, unit=UNIT, out_
 
 def main():
     if not torch.cuda.is_available():
-        print("fp16_autocast_overflow.py needs a CUDA GPU and a CUDA build of torch "
-              f"(this torch is {torch.__version__}, torch.cuda.is_available() is False); "
-              "on a CPU, try examples/diverge_lr.py, log_negative.py or div_zero.py.")
+        print(
+            "fp16_autocast_overflow.py needs a CUDA GPU and a CUDA build of torch "
+            f"(this torch is {torch.__version__}, torch.cuda.is_available() is False); "
+            "on a CPU, try examples/diverge_lr.py, log_negative.py or div_zero.py."
+        )
         return 0
 
     torch.manual_seed(0)

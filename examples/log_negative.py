@@ -50,7 +50,9 @@ class PriceModel(nn.Module):
     def __init__(self):
         super().__init__()
         self.features = Features()
-        self.mlp = nn.Sequential(nn.Linear(NUM_FEATURES, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU())
+        self.mlp = nn.Sequential(
+            nn.Linear(NUM_FEATURES, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU()
+        )
         self.head = nn.Linear(32, 1)
 
     def forward(self, amounts):
@@ -62,7 +64,9 @@ def make_data(seed=0):
     generator = torch.Generator().manual_seed(seed)
     batches = []
     for batch in range(NUM_BATCHES):
-        amounts = torch.exp(torch.rand(BATCH_SIZE, NUM_FEATURES, generator=generator) * math.log(1e6))
+        amounts = torch.exp(
+            torch.rand(BATCH_SIZE, NUM_FEATURES, generator=generator) * math.log(1e6)
+        )
         if batch == BAD_BATCH:
             amounts[BAD_ROW, BAD_FEATURE] = BAD_VALUE  # a refund, recorded as a negative amount
         target = torch.log1p(amounts.clamp(min=0)).mean(-1) * 0.5

@@ -49,8 +49,15 @@ class T5Config:
     @classmethod
     def t5_small(cls, **overrides):
         """The sizes of t5-small (vocabulary reduced; it does not change per-layer cost)."""
-        fields = dict(vocab_size=32128, d_model=512, d_kv=64, d_ff=2048, num_heads=8, num_layers=6,
-                      num_decoder_layers=6)
+        fields = dict(
+            vocab_size=32128,
+            d_model=512,
+            d_kv=64,
+            d_ff=2048,
+            num_heads=8,
+            num_layers=6,
+            num_decoder_layers=6,
+        )
         fields.update(overrides)
         return cls(**fields)
 
@@ -75,7 +82,14 @@ class NewGELUActivation(nn.Module):
     """The tanh approximation of GELU ("gelu_new")."""
 
     def forward(self, input):
-        return 0.5 * input * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (input + 0.044715 * torch.pow(input, 3.0))))
+        return (
+            0.5
+            * input
+            * (
+                1.0
+                + torch.tanh(math.sqrt(2.0 / math.pi) * (input + 0.044715 * torch.pow(input, 3.0)))
+            )
+        )
 
 
 class T5DenseGatedGeluDense(nn.Module):
@@ -126,10 +140,14 @@ class T5Attention(nn.Module):
         self.v = nn.Linear(config.d_model, self.inner_dim, bias=False)
         self.o = nn.Linear(self.inner_dim, config.d_model, bias=False)
         if has_relative_attention_bias:
-            self.relative_attention_bias = nn.Embedding(self.relative_attention_num_buckets, self.n_heads)
+            self.relative_attention_bias = nn.Embedding(
+                self.relative_attention_num_buckets, self.n_heads
+            )
 
     @staticmethod
-    def _relative_position_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    def _relative_position_bucket(
+        relative_position, bidirectional=True, num_buckets=32, max_distance=128
+    ):
         relative_buckets = 0
         if bidirectional:
             num_buckets //= 2
@@ -146,7 +164,8 @@ class T5Attention(nn.Module):
             * (num_buckets - max_exact)
         ).to(torch.long)
         relative_position_if_large = torch.min(
-            relative_position_if_large, torch.full_like(relative_position_if_large, num_buckets - 1))
+            relative_position_if_large, torch.full_like(relative_position_if_large, num_buckets - 1)
+        )
         relative_buckets += torch.where(is_small, relative_position, relative_position_if_large)
         return relative_buckets
 
@@ -155,8 +174,11 @@ class T5Attention(nn.Module):
         memory_position = torch.arange(key_length, dtype=torch.long, device=device)[None, :]
         relative_position = memory_position - context_position
         buckets = self._relative_position_bucket(
-            relative_position, bidirectional=not self.is_decoder,
-            num_buckets=self.relative_attention_num_buckets, max_distance=self.relative_attention_max_distance)
+            relative_position,
+            bidirectional=not self.is_decoder,
+            num_buckets=self.relative_attention_num_buckets,
+            max_distance=self.relative_attention_max_distance,
+        )
         values = self.relative_attention_bias(buckets)  # (q, k, heads)
         return values.permute([2, 0, 1]).unsqueeze(0)  # (1, heads, q, k)
 
@@ -166,7 +188,9 @@ class T5Attention(nn.Module):
         key_length = source.shape[1]
 
         def shape(states):
-            return states.view(batch_size, -1, self.n_heads, self.key_value_proj_dim).transpose(1, 2)
+            return states.view(batch_size, -1, self.n_heads, self.key_value_proj_dim).transpose(
+                1, 2
+            )
 
         query_states = shape(self.q(hidden_states))
         key_states = shape(self.k(source))
@@ -178,8 +202,11 @@ class T5Attention(nn.Module):
             if self.has_relative_attention_bias:
                 position_bias = self.compute_bias(seq_length, key_length, scores.device)
             else:
-                position_bias = torch.zeros((1, self.n_heads, seq_length, key_length),
-                                            device=scores.device, dtype=scores.dtype)
+                position_bias = torch.zeros(
+                    (1, self.n_heads, seq_length, key_length),
+                    device=scores.device,
+                    dtype=scores.dtype,
+                )
             if mask is not None:
                 position_bias = position_bias + mask
         scores = scores + position_bias
@@ -201,7 +228,9 @@ class T5LayerSelfAttention(nn.Module):
 
     def forward(self, hidden_states, attention_mask=None, position_bias=None):
         normed_hidden_states = self.layer_norm(hidden_states)
-        attention_output = self.SelfAttention(normed_hidden_states, mask=attention_mask, position_bias=position_bias)
+        attention_output = self.SelfAttention(
+            normed_hidden_states, mask=attention_mask, position_bias=position_bias
+        )
         hidden_states = hidden_states + self.dropout(attention_output[0])
         return (hidden_states,) + attention_output[1:]
 
@@ -209,14 +238,20 @@ class T5LayerSelfAttention(nn.Module):
 class T5LayerCrossAttention(nn.Module):
     def __init__(self, config):
         super().__init__()
-        self.EncDecAttention = T5Attention(config, has_relative_attention_bias=False, is_decoder=True)
+        self.EncDecAttention = T5Attention(
+            config, has_relative_attention_bias=False, is_decoder=True
+        )
         self.layer_norm = T5LayerNorm(config.d_model, eps=config.layer_norm_epsilon)
         self.dropout = nn.Dropout(config.dropout_rate)
 
     def forward(self, hidden_states, key_value_states, attention_mask=None, position_bias=None):
         normed_hidden_states = self.layer_norm(hidden_states)
-        attention_output = self.EncDecAttention(normed_hidden_states, mask=attention_mask,
-                                                key_value_states=key_value_states, position_bias=position_bias)
+        attention_output = self.EncDecAttention(
+            normed_hidden_states,
+            mask=attention_mask,
+            key_value_states=key_value_states,
+            position_bias=position_bias,
+        )
         hidden_states = hidden_states + self.dropout(attention_output[0])
         return (hidden_states,) + attention_output[1:]
 
@@ -231,15 +266,26 @@ class T5Block(nn.Module):
             self.layer.append(T5LayerCrossAttention(config))
         self.layer.append(T5LayerFF(config))
 
-    def forward(self, hidden_states, attention_mask=None, position_bias=None, encoder_hidden_states=None,
-                encoder_attention_mask=None, encoder_decoder_position_bias=None):
-        self_attention_outputs = self.layer[0](hidden_states, attention_mask=attention_mask,
-                                               position_bias=position_bias)
+    def forward(
+        self,
+        hidden_states,
+        attention_mask=None,
+        position_bias=None,
+        encoder_hidden_states=None,
+        encoder_attention_mask=None,
+        encoder_decoder_position_bias=None,
+    ):
+        self_attention_outputs = self.layer[0](
+            hidden_states, attention_mask=attention_mask, position_bias=position_bias
+        )
         hidden_states, _, position_bias = self_attention_outputs
         if self.is_decoder:
-            cross_attention_outputs = self.layer[1](hidden_states, key_value_states=encoder_hidden_states,
-                                                    attention_mask=encoder_attention_mask,
-                                                    position_bias=encoder_decoder_position_bias)
+            cross_attention_outputs = self.layer[1](
+                hidden_states,
+                key_value_states=encoder_hidden_states,
+                attention_mask=encoder_attention_mask,
+                position_bias=encoder_decoder_position_bias,
+            )
             hidden_states, _, encoder_decoder_position_bias = cross_attention_outputs
         hidden_states = self.layer[-1](hidden_states)
         return hidden_states, position_bias, encoder_decoder_position_bias
@@ -259,11 +305,21 @@ class T5Stack(nn.Module):
         self.is_decoder = is_decoder
         n = config.num_decoder_layers if is_decoder else config.num_layers
         self.block = nn.ModuleList(
-            [T5Block(config, has_relative_attention_bias=(i == 0), is_decoder=is_decoder) for i in range(n)])
+            [
+                T5Block(config, has_relative_attention_bias=(i == 0), is_decoder=is_decoder)
+                for i in range(n)
+            ]
+        )
         self.final_layer_norm = T5LayerNorm(config.d_model, eps=config.layer_norm_epsilon)
         self.dropout = nn.Dropout(config.dropout_rate)
 
-    def forward(self, input_ids, attention_mask=None, encoder_hidden_states=None, encoder_attention_mask=None):
+    def forward(
+        self,
+        input_ids,
+        attention_mask=None,
+        encoder_hidden_states=None,
+        encoder_attention_mask=None,
+    ):
         inputs_embeds = self.embed_tokens(input_ids)
         dtype = inputs_embeds.dtype
         seq_length = input_ids.shape[1]
@@ -271,9 +327,13 @@ class T5Stack(nn.Module):
         if self.is_decoder:
             causal = torch.tril(torch.ones(seq_length, seq_length, device=input_ids.device))
             causal = (1.0 - causal[None, None, :, :].to(dtype)) * torch.finfo(dtype).min
-            extended_mask = causal if extended_mask is None else torch.maximum(causal + extended_mask,
-                                                                               causal.new_tensor(
-                                                                                   torch.finfo(dtype).min))
+            extended_mask = (
+                causal
+                if extended_mask is None
+                else torch.maximum(
+                    causal + extended_mask, causal.new_tensor(torch.finfo(dtype).min)
+                )
+            )
         encoder_extended_mask = _extended_mask(encoder_attention_mask, dtype)
 
         hidden_states = self.dropout(inputs_embeds)
@@ -281,9 +341,13 @@ class T5Stack(nn.Module):
         encoder_decoder_position_bias = None
         for layer_module in self.block:
             hidden_states, position_bias, encoder_decoder_position_bias = layer_module(
-                hidden_states, attention_mask=extended_mask, position_bias=position_bias,
-                encoder_hidden_states=encoder_hidden_states, encoder_attention_mask=encoder_extended_mask,
-                encoder_decoder_position_bias=encoder_decoder_position_bias)
+                hidden_states,
+                attention_mask=extended_mask,
+                position_bias=position_bias,
+                encoder_hidden_states=encoder_hidden_states,
+                encoder_attention_mask=encoder_extended_mask,
+                encoder_decoder_position_bias=encoder_decoder_position_bias,
+            )
         hidden_states = self.final_layer_norm(hidden_states)
         hidden_states = self.dropout(hidden_states)
         return hidden_states
@@ -302,7 +366,9 @@ class T5ForConditionalGeneration(nn.Module):
         self.model_dim = config.d_model
         self.shared = nn.Embedding(config.vocab_size, config.d_model)
         self.encoder = T5Stack(config, self.shared, is_decoder=False)
-        self.decoder = T5Stack(config, self.shared, is_decoder=True) if config.num_decoder_layers > 0 else None
+        self.decoder = (
+            T5Stack(config, self.shared, is_decoder=True) if config.num_decoder_layers > 0 else None
+        )
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.shared.weight
@@ -317,16 +383,18 @@ class T5ForConditionalGeneration(nn.Module):
         elif isinstance(module, nn.Embedding) and module is self.shared:
             module.weight.data.normal_(mean=0.0, std=factor * 1.0)
         elif isinstance(module, T5DenseGatedGeluDense):
-            module.wi_0.weight.data.normal_(mean=0.0, std=factor * (c.d_model ** -0.5))
-            module.wi_1.weight.data.normal_(mean=0.0, std=factor * (c.d_model ** -0.5))
-            module.wo.weight.data.normal_(mean=0.0, std=factor * (c.d_ff ** -0.5))
+            module.wi_0.weight.data.normal_(mean=0.0, std=factor * (c.d_model**-0.5))
+            module.wi_1.weight.data.normal_(mean=0.0, std=factor * (c.d_model**-0.5))
+            module.wo.weight.data.normal_(mean=0.0, std=factor * (c.d_ff**-0.5))
         elif isinstance(module, T5Attention):
             module.q.weight.data.normal_(mean=0.0, std=factor * ((c.d_model * c.d_kv) ** -0.5))
-            module.k.weight.data.normal_(mean=0.0, std=factor * (c.d_model ** -0.5))
-            module.v.weight.data.normal_(mean=0.0, std=factor * (c.d_model ** -0.5))
+            module.k.weight.data.normal_(mean=0.0, std=factor * (c.d_model**-0.5))
+            module.v.weight.data.normal_(mean=0.0, std=factor * (c.d_model**-0.5))
             module.o.weight.data.normal_(mean=0.0, std=factor * ((c.num_heads * c.d_kv) ** -0.5))
             if module.has_relative_attention_bias:
-                module.relative_attention_bias.weight.data.normal_(mean=0.0, std=factor * (c.d_model ** -0.5))
+                module.relative_attention_bias.weight.data.normal_(
+                    mean=0.0, std=factor * (c.d_model**-0.5)
+                )
 
     def forward(self, input_ids, attention_mask=None, decoder_input_ids=None, labels=None):
         hidden_states = self.encoder(input_ids, attention_mask=attention_mask)
@@ -335,15 +403,19 @@ class T5ForConditionalGeneration(nn.Module):
                 if labels is None:
                     raise ValueError("T5ForConditionalGeneration: give decoder_input_ids or labels")
                 decoder_input_ids = shift_right(labels)
-            hidden_states = self.decoder(decoder_input_ids, encoder_hidden_states=hidden_states,
-                                         encoder_attention_mask=attention_mask)
+            hidden_states = self.decoder(
+                decoder_input_ids,
+                encoder_hidden_states=hidden_states,
+                encoder_attention_mask=attention_mask,
+            )
         if self.config.tie_word_embeddings:
-            hidden_states = hidden_states * (self.model_dim ** -0.5)
+            hidden_states = hidden_states * (self.model_dim**-0.5)
         logits = self.lm_head(hidden_states)
         loss = None
         if labels is not None:
-            loss = nn.functional.cross_entropy(logits.float().view(-1, logits.size(-1)), labels.view(-1),
-                                               ignore_index=-100)
+            loss = nn.functional.cross_entropy(
+                logits.float().view(-1, logits.size(-1)), labels.view(-1), ignore_index=-100
+            )
         return {"loss": loss, "logits": logits}
 
 
@@ -361,7 +433,9 @@ def synthetic_batches(config, num_batches, batch_size=8, seq_length=16, seed=0):
     generator = torch.Generator().manual_seed(seed)
     batches = []
     for _ in range(num_batches):
-        input_ids = torch.randint(1, config.vocab_size, (batch_size, seq_length), generator=generator)
+        input_ids = torch.randint(
+            1, config.vocab_size, (batch_size, seq_length), generator=generator
+        )
         batches.append((input_ids, input_ids.flip(-1)))
     return batches
 

@@ -17,10 +17,14 @@ import sys
 
 _here = os.path.dirname(os.path.realpath(__file__))
 _top = os.path.dirname(_here)
-_plugin_dirs = [os.path.join(_top, "plugin"),  # the source tree; installed: <prefix>/share/ovf/plugin
-                os.path.normpath(os.path.join(_top, "..", "..", "lib", "ovf", "python"))]  # installed beside ovf
+_plugin_dirs = [
+    os.path.join(_top, "plugin"),  # the source tree; installed: <prefix>/share/ovf/plugin
+    os.path.normpath(os.path.join(_top, "..", "..", "lib", "ovf", "python")),
+]  # installed beside ovf
 # Only the first that has it: two copies on sys.path could mix versions.
-_plugin = next((d for d in _plugin_dirs if os.path.isdir(os.path.join(d, "ovf_plugin"))), _plugin_dirs[0])
+_plugin = next(
+    (d for d in _plugin_dirs if os.path.isdir(os.path.join(d, "ovf_plugin"))), _plugin_dirs[0]
+)
 for _path in (_here, _plugin):
     if _path not in sys.path:
         sys.path.insert(0, _path)

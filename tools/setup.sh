@@ -7,10 +7,12 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build git
   python3 python3-torch libtorch-dev python3-numpy   # Debian's torch 1.13 (CPU) and its C++ headers
+  python3-torchvision                                  # real models (resnet18, vit) in tests and benchmarks
   pybind11-dev python3-pybind11                        # the runtime's Python module
   libopenblas0-pthread                                 # torch's matrix products: ~15x the reference BLAS
   libgtest-dev python3-pytest                          # C++ and Python tests
-  gdb python3.11-dbg                                   # gdb front end; py-bt / py-locals for python3.11
+  gdb python3-dbg                                      # gdb front end; gdb's own py-bt / py-locals
+  clang-format                                         # tools/lint.sh: the C++ style (.clang-format)
   lldb-19 python3-lldb-19                              # lldb front end (its Python works out of the box)
   python3-pyelftools                                   # reading core files and ELF symbols without a debugger
 )

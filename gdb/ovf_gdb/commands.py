@@ -18,7 +18,7 @@ _session = None
 class OvfPrefix(gdb.Command):
     """Find the first inf/nan of a PyTorch run and stop there.
 
-Each command has `help ovf NAME` and --help; docs/commands.md has them all."""
+    Each command has `help ovf NAME` and --help; docs/commands.md has them all."""
 
     def __init__(self):
         super().__init__("ovf", gdb.COMMAND_USER, gdb.COMPLETE_NONE, prefix=True)
@@ -48,8 +48,10 @@ class OvfCommand(gdb.Command):
         except Exception as e:  # noqa: BLE001 - the user gets one line, never a traceback
             if os.environ.get("OVF_DEBUG"):
                 traceback.print_exc()
-            raise gdb.GdbError(f"ovf {self.name}: internal error ({type(e).__name__}: {e}); "
-                               "OVF_DEBUG=1 shows the traceback") from None
+            raise gdb.GdbError(
+                f"ovf {self.name}: internal error ({type(e).__name__}: {e}); "
+                "OVF_DEBUG=1 shows the traceback"
+            ) from None
         gdb.write(text)
 
 
@@ -61,6 +63,10 @@ def register(package_dirs=()):
     _session = Session(GdbTarget(), package_dirs)
     OvfPrefix()
     for name in commands.COMMANDS:
-        doc = commands.COMMANDS[name].__doc__.strip().splitlines()[0] + "\n\n" + commands.help_text(name)
+        doc = (
+            commands.COMMANDS[name].__doc__.strip().splitlines()[0]
+            + "\n\n"
+            + commands.help_text(name)
+        )
         type(f"Ovf_{name.replace('-', '_')}", (OvfCommand,), {"__doc__": doc})(name)
     gdb.events.stop.connect(on_stop)

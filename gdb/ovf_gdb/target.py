@@ -70,7 +70,7 @@ class GdbTarget(Target):
     def get_environment(self, name):
         text = gdb.execute(f"show environment {name}", to_string=True)
         prefix = f"{name} = "
-        return text[len(prefix):].rstrip("\n") if text.startswith(prefix) else None
+        return text[len(prefix) :].rstrip("\n") if text.startswith(prefix) else None
 
     def set_environment(self, name, value):
         if value is None:
@@ -80,17 +80,24 @@ class GdbTarget(Target):
 
 
 _SECTION = re.compile(r"^\s*0x([0-9a-f]+) - 0x([0-9a-f]+) is (load\d+\w*)", re.M)
-_MAPPING = re.compile(r"^\s*0x([0-9a-f]+)\s+0x([0-9a-f]+)\s+0x[0-9a-f]+\s+0x[0-9a-f]+\s+(?:\S+\s+)?(/\S.*)$", re.M)
+_MAPPING = re.compile(
+    r"^\s*0x([0-9a-f]+)\s+0x([0-9a-f]+)\s+0x[0-9a-f]+\s+0x[0-9a-f]+\s+(?:\S+\s+)?(/\S.*)$", re.M
+)
 
 
 def _core_sections():
     """The core's memory sections, each named by the file mapped there when the
     core was written (NT_FILE, via `info proc mappings`) or by the file mapped
     just before it (a library's .bss follows its file mappings)."""
-    sections = [(int(a, 16), int(b, 16)) for a, b, _ in _SECTION.findall(gdb.execute("info files", to_string=True))]
+    sections = [
+        (int(a, 16), int(b, 16))
+        for a, b, _ in _SECTION.findall(gdb.execute("info files", to_string=True))
+    ]
     try:
-        mappings = [(int(a, 16), int(b, 16), path.strip())
-                    for a, b, path in _MAPPING.findall(gdb.execute("info proc mappings", to_string=True))]
+        mappings = [
+            (int(a, 16), int(b, 16), path.strip())
+            for a, b, path in _MAPPING.findall(gdb.execute("info proc mappings", to_string=True))
+        ]
     except gdb.error:
         mappings = []
     regions = []

@@ -25,7 +25,9 @@ def stop_callback(frame, bp_loc, internal_dict):
     every LLDB with the `command container` command has)."""
     target = frame.GetThread().GetProcess().GetTarget()
     session = sessions.find(target.GetDebugger())
-    if session is None or not session.target.is_stop_breakpoint(target, bp_loc.GetBreakpoint().GetID()):
+    if session is None or not session.target.is_stop_breakpoint(
+        target, bp_loc.GetBreakpoint().GetID()
+    ):
         return True  # not ours any more (another target's, or ovf was reloaded): an ordinary stop
     callback = getattr(session.target, "callback", None)
     if callback is None:

@@ -49,8 +49,10 @@ class OvfCommand:
         except Exception as e:  # noqa: BLE001 - the user gets one line, never a traceback
             if os.environ.get("OVF_DEBUG"):
                 traceback.print_exc()
-            result.SetError(f"ovf {self.NAME}: internal error ({type(e).__name__}: {e}); "
-                            "OVF_DEBUG=1 shows the traceback")
+            result.SetError(
+                f"ovf {self.NAME}: internal error ({type(e).__name__}: {e}); "
+                "OVF_DEBUG=1 shows the traceback"
+            )
             return
         result.Print(for_lldb(text, session.target))
         result.SetStatus(lldb.eReturnStatusSuccessFinishResult)
@@ -60,8 +62,10 @@ def _class_name(name):
     return "Ovf" + "".join(part.capitalize() for part in name.split("-"))
 
 
-COMMAND_CLASSES = {name: type(_class_name(name), (OvfCommand,), {"NAME": name, "__doc__": module.__doc__})
-                   for name, module in commands.COMMANDS.items()}
+COMMAND_CLASSES = {
+    name: type(_class_name(name), (OvfCommand,), {"NAME": name, "__doc__": module.__doc__})
+    for name, module in commands.COMMANDS.items()
+}
 
 _package_dirs = ()
 
@@ -79,6 +83,8 @@ def register(debugger, module_name, package_dirs=()):
     interpreter.HandleCommand(f'command container add -h "{HELP}" ovf', result)
     for name, cls in COMMAND_CLASSES.items():
         result = lldb.SBCommandReturnObject()
-        interpreter.HandleCommand(f"command script add -o -c {module_name}.{cls.__name__} ovf {name}", result)
+        interpreter.HandleCommand(
+            f"command script add -o -c {module_name}.{cls.__name__} ovf {name}", result
+        )
         if not result.Succeeded():
             raise RuntimeError(f"ovf: cannot add `ovf {name}`: {(result.GetError() or '').strip()}")

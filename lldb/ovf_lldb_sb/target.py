@@ -30,7 +30,10 @@ class LldbTarget(Target):
 
     @contextlib.contextmanager
     def pinned(self, target):
-        previous, self._pinned = self._pinned, target if target is not None and target.IsValid() else None
+        previous, self._pinned = (
+            self._pinned,
+            target if target is not None and target.IsValid() else None,
+        )
         try:
             yield self
         finally:
@@ -45,8 +48,12 @@ class LldbTarget(Target):
             return None
         process = target.GetProcess()
         if not process.IsValid() or process.GetState() in (
-                lldb.eStateInvalid, lldb.eStateUnloaded, lldb.eStateExited, lldb.eStateDetached,
-                lldb.eStateConnected):
+            lldb.eStateInvalid,
+            lldb.eStateUnloaded,
+            lldb.eStateExited,
+            lldb.eStateDetached,
+            lldb.eStateConnected,
+        ):
             return None
         return process
 
@@ -89,7 +96,9 @@ class LldbTarget(Target):
         except (OverflowError, TypeError, ValueError) as e:
             raise TargetMemoryError(str(e)) from None
         if error.Fail() or written != len(data):
-            raise TargetMemoryError(f"cannot write at 0x{address:x}: {error.GetCString() or 'short write'}")
+            raise TargetMemoryError(
+                f"cannot write at 0x{address:x}: {error.GetCString() or 'short write'}"
+            )
 
     # ------------------------------------------------------------ symbols
 
@@ -209,8 +218,10 @@ class LldbTarget(Target):
     def set_stop_breakpoint(self, function, callback):
         target = self.sbtarget()
         if not target.IsValid():
-            raise OvfError("ovf: no program: start lldb with one (lldb -- python3 train.py) "
-                           "or `target create` it first")
+            raise OvfError(
+                "ovf: no program: start lldb with one (lldb -- python3 train.py) "
+                "or `target create` it first"
+            )
         bp = None
         if self._breakpoint is not None and self._breakpoint[0] == target:
             bp = target.FindBreakpointByID(self._breakpoint[1])
@@ -225,8 +236,11 @@ class LldbTarget(Target):
         return bp
 
     def is_stop_breakpoint(self, target, breakpoint_id):
-        return self._breakpoint is not None and self._breakpoint[0] == target and \
-            self._breakpoint[1] == breakpoint_id
+        return (
+            self._breakpoint is not None
+            and self._breakpoint[0] == target
+            and self._breakpoint[1] == breakpoint_id
+        )
 
     # ------------------------------------------------------------ environment
 
@@ -239,8 +253,10 @@ class LldbTarget(Target):
     def set_environment(self, name, value):
         target = self.sbtarget()
         if not target.IsValid():
-            raise OvfError("ovf: no program: start lldb with one (lldb -- python3 train.py) "
-                           "or `target create` it first")
+            raise OvfError(
+                "ovf: no program: start lldb with one (lldb -- python3 train.py) "
+                "or `target create` it first"
+            )
         # target.env-vars holds what the user set; the inferior gets LLDB's own
         # environment (target.inherit-env) less target.unset-env-vars plus
         # target.env-vars. Values go through the SB API: `settings set` would
@@ -285,4 +301,3 @@ def _settings_dictionary(debugger, name):
         key = keys.GetStringAtIndex(i)
         out[key] = data.GetValueForKey(key).GetStringValue(1 << 20) or ""
     return out
-

@@ -30,23 +30,30 @@ class Arming:
     ops: bool = False  # break-on-nan --ops: the runtime checks every ATen op's outputs
     backward: bool = False  # break-on-nan --backward: and the backward pass's ops
     carriers: bool = False  # break-on-nan --carriers: also where a NaN is only passed on
-    headroom: str = None  # watch --headroom: a layout.HEADROOM_DTYPES name, lines measure against it
+    headroom: str = (
+        None  # watch --headroom: a layout.HEADROOM_DTYPES name, lines measure against it
+    )
     touched: set = field(default_factory=set)  # control fields a command has set
 
     # -------------------------------------------------------------- runtime side
 
     def stop_mask(self, current=0):
         mask = current
-        for bit, on in ((layout.STOP_NAN, self.nan), (layout.STOP_INF, self.inf),
-                        (layout.STOP_ABOVE, self.above is not None),
-                        (layout.STOP_BELOW, self.below is not None),
-                        (layout.STOP_TRACED, bool(self.trace_batches)),
-                        (layout.STOP_ABORT_AFTER, self.abort_after is not None and self.abort_after >= 0),
-                        # only where a NaN is made (or first seen), unless --carriers, or a
-                        # --module narrowed where to look: there a NaN that came in counts too
-                        (layout.STOP_PRODUCER_ONLY, (self.nan or self.inf) and not self.carriers
-                         and not self.module),
-                        (layout.STOP_BACKWARD, self.backward)):
+        for bit, on in (
+            (layout.STOP_NAN, self.nan),
+            (layout.STOP_INF, self.inf),
+            (layout.STOP_ABOVE, self.above is not None),
+            (layout.STOP_BELOW, self.below is not None),
+            (layout.STOP_TRACED, bool(self.trace_batches)),
+            (layout.STOP_ABORT_AFTER, self.abort_after is not None and self.abort_after >= 0),
+            # only where a NaN is made (or first seen), unless --carriers, or a
+            # --module narrowed where to look: there a NaN that came in counts too
+            (
+                layout.STOP_PRODUCER_ONLY,
+                (self.nan or self.inf) and not self.carriers and not self.module,
+            ),
+            (layout.STOP_BACKWARD, self.backward),
+        ):
             mask = mask | bit if on else mask & ~bit
         return mask
 
@@ -77,45 +84,68 @@ class Arming:
             "OVF_ENABLE": "1",
             "OVF_ON_NAN": "continue",
             "OVF_STOP": ",".join(name for name, bit in layout.STOP_NAMES if self.stop_mask() & bit),
-            "OVF_OBSERVE": ",".join(name for name, on in (("ops", self.ops), ("backward", self.backward))
-                                    if on) or None,
+            "OVF_OBSERVE": (
+                ",".join(
+                    name for name, on in (("ops", self.ops), ("backward", self.backward)) if on
+                )
+                or None
+            ),
             "OVF_HEADROOM": self.headroom,
             "OVF_MODULE": self.runtime_glob() or None,
-            "OVF_AFTER_BATCH": str(self.runtime_after_batch()) if self.runtime_after_batch() else None,
+            "OVF_AFTER_BATCH": (
+                str(self.runtime_after_batch()) if self.runtime_after_batch() else None
+            ),
             "OVF_ABOVE": repr(self.above) if self.above is not None else None,
             "OVF_BELOW": repr(self.below) if self.below is not None else None,
-            "OVF_TRACE_BATCHES": ",".join(map(str, self.trace_batches)) if self.trace_batches else None,
-            "OVF_ABORT_AFTER": str(self.abort_after) if self.abort_after is not None and self.abort_after >= 0
-            else None,
+            "OVF_TRACE_BATCHES": (
+                ",".join(map(str, self.trace_batches)) if self.trace_batches else None
+            ),
+            "OVF_ABORT_AFTER": (
+                str(self.abort_after)
+                if self.abort_after is not None and self.abort_after >= 0
+                else None
+            ),
         }
         return env
 
     def control_writes(self, control):
         """[(field, value)] that make a live runtime's control block match,
         `generation` last so the runtime recomputes its cached decisions."""
-        writes = [("on_event", layout.ON_EVENT_CONTINUE),
-                  ("stop_mask", self.stop_mask(control.stop_mask)),
-                  ("module_glob", self.runtime_glob()),
-                  ("after_batch", self.runtime_after_batch())]
+        writes = [
+            ("on_event", layout.ON_EVENT_CONTINUE),
+            ("stop_mask", self.stop_mask(control.stop_mask)),
+            ("module_glob", self.runtime_glob()),
+            ("after_batch", self.runtime_after_batch()),
+        ]
         if "thresholds" in self.touched:
-            writes += [("above", self.above if self.above is not None else float("inf")),
-                       ("below", self.below if self.below is not None else 0.0)]
+            writes += [
+                ("above", self.above if self.above is not None else float("inf")),
+                ("below", self.below if self.below is not None else 0.0),
+            ]
         if "trace" in self.touched:
             batches = list(self.trace_batches or ())
-            writes += [("trace_batches", batches + [0] * (layout.MAX_TRACE_BATCHES - len(batches))),
-                       ("trace_count", len(batches))]
+            writes += [
+                ("trace_batches", batches + [0] * (layout.MAX_TRACE_BATCHES - len(batches))),
+                ("trace_count", len(batches)),
+            ]
         if "observe" in self.touched:
             writes.append(("observe", self.observe()))
         if "headroom" in self.touched:
-            writes.append(("headroom_dtype", layout.HEADROOM_DTYPES[self.headroom][0] if self.headroom else 0))
+            writes.append(
+                ("headroom_dtype", layout.HEADROOM_DTYPES[self.headroom][0] if self.headroom else 0)
+            )
         if "abort_after" in self.touched:
-            writes.append(("abort_after_batch", -1 if self.abort_after is None else self.abort_after))
+            writes.append(
+                ("abort_after_batch", -1 if self.abort_after is None else self.abort_after)
+            )
         writes.append(("generation", (control.generation + 1) & 0xFFFFFFFF))
         return writes
 
     def observe(self):
         """control.observe: what the runtime checks beyond module forwards."""
-        return (layout.OBSERVE_OPS if self.ops else 0) | (layout.OBSERVE_BACKWARD if self.backward else 0)
+        return (layout.OBSERVE_OPS if self.ops else 0) | (
+            layout.OBSERVE_BACKWARD if self.backward else 0
+        )
 
     # -------------------------------------------------------------- debugger side
 
@@ -130,7 +160,11 @@ class Arming:
         if bit == layout.STOP_BELOW:
             return self.below is not None and _matches(module, self.watch_module)
         if bit == layout.STOP_TRACED:
-            return bool(self.trace_batches) and batch in self.trace_batches and _matches(module, self.trace_module)
+            return (
+                bool(self.trace_batches)
+                and batch in self.trace_batches
+                and _matches(module, self.trace_module)
+            )
         if bit == layout.STOP_BACKWARD:
             return self.backward and _matches(module, self.module) and batch >= self.after_batch
         return bit == layout.STOP_ABORT_AFTER
@@ -140,22 +174,32 @@ class Arming:
         lines = []
         if self.nan or self.inf:
             what = " and ".join(w for w, on in (("nan", self.nan), ("inf", self.inf)) if on)
-            lines.append(f"stop on {what}" + _where(self.module) + (
-                f" from batch {self.after_batch}" if self.after_batch else "") + (
-                f" if {self.condition.text}" if self.condition else "") + (
-                ", after every op" if self.ops else "") + (
-                "" if self.carriers or self.module else " (where a value is produced)"))
+            lines.append(
+                f"stop on {what}"
+                + _where(self.module)
+                + (f" from batch {self.after_batch}" if self.after_batch else "")
+                + (f" if {self.condition.text}" if self.condition else "")
+                + (", after every op" if self.ops else "")
+                + ("" if self.carriers or self.module else " (where a value is produced)")
+            )
         if self.backward:
             lines.append("stop on nan or inf in the backward pass" + _where(self.module))
         if self.above is not None:
             of_max = ""
             if self.headroom:
-                of_max = f" ({self.above / layout.HEADROOM_DTYPES[self.headroom][1]:g} of {self.headroom}'s max)"
+                of_max = (
+                    f" ({self.above / layout.HEADROOM_DTYPES[self.headroom][1]:g} of"
+                    f" {self.headroom}'s max)"
+                )
             lines.append(f"stop when abs max > {self.above:g}{of_max}" + _where(self.watch_module))
         if self.below is not None:
             lines.append(f"stop when non-zero abs min < {self.below:g}" + _where(self.watch_module))
         if self.trace_batches:
-            lines.append("trace batches " + ",".join(map(str, self.trace_batches)) + _where(self.trace_module))
+            lines.append(
+                "trace batches "
+                + ",".join(map(str, self.trace_batches))
+                + _where(self.trace_module)
+            )
         if self.abort_after is not None and self.abort_after >= 0:
             lines.append(f"stop after batch {self.abort_after} (abort-after)")
         return lines

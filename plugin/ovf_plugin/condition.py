@@ -32,17 +32,38 @@ FIELDS = {
     "producer": "True where the value was made (not carried in)",
 }
 
-FUNCTIONS = {"abs": abs, "min": min, "max": max, "len": len, "isnan": math.isnan, "isinf": math.isinf}
+FUNCTIONS = {
+    "abs": abs,
+    "min": min,
+    "max": max,
+    "len": len,
+    "isnan": math.isnan,
+    "isinf": math.isinf,
+}
 STRING_METHODS = {"startswith", "endswith"}
 MAX_TEXT = 1000  # characters of an expression
 MAX_NODES = 200
 MAX_INT_BITS = 256  # integers beyond this (9**9**9) are refused, not computed
 
-_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-            ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b,
-            ast.NotIn: lambda a, b: a not in b}
-_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-               ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+_COMPARE = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+}
+_ARITHMETIC = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
 _UNARY = {ast.Not: operator.not_, ast.USub: operator.neg, ast.UAdd: operator.pos}
 
 
@@ -60,8 +81,12 @@ def _bounded(value):
 
 def _power(base, exponent):
     # Bounded before it is computed: 9**9**9 would take the debugger with it.
-    if isinstance(base, int) and isinstance(exponent, int) and exponent > 0 and \
-            max(abs(base), 2).bit_length() * exponent > MAX_INT_BITS:
+    if (
+        isinstance(base, int)
+        and isinstance(exponent, int)
+        and exponent > 0
+        and max(abs(base), 2).bit_length() * exponent > MAX_INT_BITS
+    ):
         raise _Refused(f"a number larger than 2**{MAX_INT_BITS}")
     return base**exponent
 
@@ -70,18 +95,28 @@ class Condition:
     def __init__(self, text):
         self.text = text
         if len(text) > MAX_TEXT:
-            raise OvfError(f"ovf: --if holds at most {MAX_TEXT} characters; this one has {len(text)}")
+            raise OvfError(
+                f"ovf: --if holds at most {MAX_TEXT} characters; this one has {len(text)}"
+            )
         try:
             self._tree = ast.parse(text, "--if", "eval")
         except SyntaxError as e:
             raise OvfError(f"ovf: --if {text!r} is not a Python expression: {e.msg}") from None
         nodes = list(ast.walk(self._tree))
         if len(nodes) > MAX_NODES:
-            raise OvfError(f"ovf: --if {text!r} is too long ({len(nodes)} parts; at most {MAX_NODES})")
-        unknown = sorted({n.id for n in nodes if isinstance(n, ast.Name)} - set(FIELDS) - set(FUNCTIONS)
-                         - {"True", "False"})
+            raise OvfError(
+                f"ovf: --if {text!r} is too long ({len(nodes)} parts; at most {MAX_NODES})"
+            )
+        unknown = sorted(
+            {n.id for n in nodes if isinstance(n, ast.Name)}
+            - set(FIELDS)
+            - set(FUNCTIONS)
+            - {"True", "False"}
+        )
         if unknown:
-            raise OvfError(f"ovf: --if {text!r} uses {', '.join(unknown)}; it may use {', '.join(FIELDS)}")
+            raise OvfError(
+                f"ovf: --if {text!r} uses {', '.join(unknown)}; it may use {', '.join(FIELDS)}"
+            )
         try:  # refuse what cannot run before anything runs: with neutral values
             self._evaluate(self._tree.body, {name: _SAMPLE[name] for name in FIELDS}, dry=True)
         except _Refused as e:
@@ -99,8 +134,12 @@ class Condition:
             raise OvfError(f"ovf: --if {self.text!r} failed: {type(e).__name__}: {e}") from None
 
     def _evaluate(self, node, fields, dry=False):
-        ev = lambda n: self._evaluate(n, fields, dry)  # noqa: E731 - the recursion, read as one word
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str, bool, type(None))):
+        ev = lambda n: self._evaluate(
+            n, fields, dry
+        )  # noqa: E731 - the recursion, read as one word
+        if isinstance(node, ast.Constant) and isinstance(
+            node.value, (int, float, str, bool, type(None))
+        ):
             return _bounded(node.value)
         if isinstance(node, ast.Name):
             if node.id in ("True", "False"):
@@ -145,5 +184,19 @@ class Condition:
 
 
 # Neutral values of each field, to refuse what cannot run at parse time.
-_SAMPLE = {"absmax": 1.0, "absmin": 1.0, "nan": 0, "inf": 0, "module": "", "cls": "", "batch": 0, "kind": "output",
-           "label": "output", "dtype": "float32", "event": "nan", "numel": 1, "op": "", "producer": True}
+_SAMPLE = {
+    "absmax": 1.0,
+    "absmin": 1.0,
+    "nan": 0,
+    "inf": 0,
+    "module": "",
+    "cls": "",
+    "batch": 0,
+    "kind": "output",
+    "label": "output",
+    "dtype": "float32",
+    "event": "nan",
+    "numel": 1,
+    "op": "",
+    "producer": True,
+}

@@ -25,12 +25,25 @@ except ImportError:  # the debuggers' Python may lack it; only this target needs
     ELFFile = ELFError = None
 
 RUNTIME_LIBRARY = "libovf_runtime"
-_ELF_TYPES = {"ET_EXEC": "an executable", "ET_DYN": "a shared library or a PIE executable",
-              "ET_REL": "an object file"}
+_ELF_TYPES = {
+    "ET_EXEC": "an executable",
+    "ET_DYN": "a shared library or a PIE executable",
+    "ET_REL": "an object file",
+}
 PF_W = 2
 # pyelftools reports a short or malformed file by any of these, not only ELFError.
-_PARSE_ERRORS = (ValueError, KeyError, IndexError, EOFError, OSError, AssertionError, TypeError,
-                 AttributeError, UnicodeDecodeError, ArithmeticError)
+_PARSE_ERRORS = (
+    ValueError,
+    KeyError,
+    IndexError,
+    EOFError,
+    OSError,
+    AssertionError,
+    TypeError,
+    AttributeError,
+    UnicodeDecodeError,
+    ArithmeticError,
+)
 
 
 def _parse_errors():
@@ -42,13 +55,17 @@ def _parse_errors():
 class CoreTarget(Target):
     def __init__(self, path):
         if ELFFile is None:
-            raise OvfError("ovf: reading a core file needs pyelftools (Debian: apt install python3-pyelftools)")
+            raise OvfError(
+                "ovf: reading a core file needs pyelftools (Debian: apt install python3-pyelftools)"
+            )
         self.path = path
         try:
             # Only a regular file: opening a FIFO or a device would block or never end.
             mode = os.stat(path).st_mode
             if not stat.S_ISREG(mode):
-                raise OvfError(f"ovf: {path} is not a core file (not a regular file: {_file_type(mode)})")
+                raise OvfError(
+                    f"ovf: {path} is not a core file (not a regular file: {_file_type(mode)})"
+                )
             self._file = open(path, "rb")
         except OSError as e:
             raise OvfError(f"ovf: cannot open {path}: {e.strerror}") from None
@@ -59,7 +76,9 @@ class CoreTarget(Target):
             raise
         except _parse_errors() as e:
             self.close()
-            raise OvfError(f"ovf: {path} is not a readable core file (truncated or corrupt: {e})") from None
+            raise OvfError(
+                f"ovf: {path} is not a readable core file (truncated or corrupt: {e})"
+            ) from None
 
     def _load(self):
         size = os.fstat(self._file.fileno()).st_size
@@ -72,15 +91,18 @@ class CoreTarget(Target):
             raise OvfError(f"ovf: {self.path} is not a core file ({what})")
         self._segments = []  # (vaddr, end, file offset, bytes in the file, writable), by vaddr
         self.mappings = []  # NT_FILE: (start, end, file offset, path)
-        self.expected_size = size  # what the program headers promise; more if the file was cut short
+        self.expected_size = (
+            size  # what the program headers promise; more if the file was cut short
+        )
         for segment in elf.iter_segments():
             h = segment.header
             self.expected_size = max(self.expected_size, h.p_offset + h.p_filesz)
             if h.p_type == "PT_LOAD":
                 # Bytes past the end of a truncated core are not there to read.
                 in_file = max(0, min(h.p_filesz, size - h.p_offset))
-                self._segments.append((h.p_vaddr, h.p_vaddr + h.p_memsz, h.p_offset, in_file,
-                                       bool(h.p_flags & PF_W)))
+                self._segments.append(
+                    (h.p_vaddr, h.p_vaddr + h.p_memsz, h.p_offset, in_file, bool(h.p_flags & PF_W))
+                )
             elif h.p_type == "PT_NOTE" and h.p_offset + h.p_filesz <= size:
                 self.mappings += _file_mappings(segment)
         self._segments.sort()
@@ -171,7 +193,9 @@ class CoreTarget(Target):
         if not entries:
             return None
         path = entries[0][3]
-        if not os.path.isfile(path):  # gone, or a FIFO / device standing in its place: the scan takes over
+        if not os.path.isfile(
+            path
+        ):  # gone, or a FIFO / device standing in its place: the scan takes over
             return None
         try:
             with open(path, "rb") as f:
@@ -193,8 +217,13 @@ class CoreTarget(Target):
 
 
 def _file_type(mode):
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
         if test(mode):
             return name
     return "not a file"
@@ -209,5 +238,7 @@ def _file_mappings(segment):
         desc = note["n_desc"]
         for entry, name in zip(desc["Elf_Nt_File_Entry"], desc["filename"]):
             path = name.decode("utf-8", "surrogateescape") if isinstance(name, bytes) else name
-            found.append((entry["vm_start"], entry["vm_end"], entry["page_offset"] * desc["page_size"], path))
+            found.append(
+                (entry["vm_start"], entry["vm_end"], entry["page_offset"] * desc["page_size"], path)
+            )
     return found

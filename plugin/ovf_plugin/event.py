@@ -83,14 +83,20 @@ def line_fields(ring, event, bit, line):
     """The names an `--if` expression sees for one offending line."""
     header = event.record
     return {
-        "absmax": line.abs_max, "absmin": line.abs_min, "nan": line.nan_count,
-        "inf": line.pos_inf_count + line.neg_inf_count, "numel": line.numel,
+        "absmax": line.abs_max,
+        "absmin": line.abs_min,
+        "nan": line.nan_count,
+        "inf": line.pos_inf_count + line.neg_inf_count,
+        "numel": line.numel,
         "module": ring.text(event.module_id()),
         "op": ring.text(line.name_id) if event.op is not None else "",
         "producer": bool(line.flags & layout.FLAG_PRODUCER),
         "cls": ring.text(header.label_id) if event.frame is not None else "",
-        "batch": header.batch, "kind": layout.KIND_NAMES[line.kind],
+        "batch": header.batch,
+        "kind": layout.KIND_NAMES[line.kind],
         "label": ring.text(line.name_id if event.checkpoint is not None else line.label_id),
-        "dtype": layout.DTYPE_NAMES[line.dtype] if line.dtype < len(layout.DTYPE_NAMES) else "unknown",
+        "dtype": (
+            layout.DTYPE_NAMES[line.dtype] if line.dtype < len(layout.DTYPE_NAMES) else "unknown"
+        ),
         "event": bit_name(bit),
     }

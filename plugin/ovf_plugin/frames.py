@@ -81,7 +81,12 @@ def walk_back(ring, count, end_seq=None, keep=None):
         if isinstance(r, BadSlot):
             walk.stopped_by = r
             break
-        if r.kind in (layout.KIND_CHECKPOINT, layout.KIND_STEP, layout.KIND_STEP_PARAM, layout.KIND_GRAD):
+        if r.kind in (
+            layout.KIND_CHECKPOINT,
+            layout.KIND_STEP,
+            layout.KIND_STEP_PARAM,
+            layout.KIND_GRAD,
+        ):
             continue  # not the reference's frames: detect_overflow, optimizer steps, gradients
         if r.kind in (layout.KIND_OP_OUTPUT, layout.KIND_BUFFER):
             if lines:
@@ -128,10 +133,15 @@ def frame_at(ring, seq):
     frame = Frame(header=header, lines=lines)
     for marker_seq in range(seq - 1, ring.floor_seq - 1, -1):
         r = ring.record(marker_seq)
-        if isinstance(r, BadSlot) or r.kind not in (layout.KIND_BATCH_START, layout.KIND_CHECKPOINT,
-                                                    layout.KIND_OP_OUTPUT, layout.KIND_STEP,
-                                                    layout.KIND_STEP_PARAM, layout.KIND_GRAD,
-                                                    layout.KIND_BUFFER):
+        if isinstance(r, BadSlot) or r.kind not in (
+            layout.KIND_BATCH_START,
+            layout.KIND_CHECKPOINT,
+            layout.KIND_OP_OUTPUT,
+            layout.KIND_STEP,
+            layout.KIND_STEP_PARAM,
+            layout.KIND_GRAD,
+            layout.KIND_BUFFER,
+        ):
             break
         if r.kind == layout.KIND_BATCH_START:
             frame.markers.insert(0, r)

@@ -3,7 +3,7 @@ own ring, and each command that reads one says whose it is."""
 
 
 def rank_text(header):
-    """"rank 1 of 2, local rank 1", or "" outside torch.distributed (RANK unset)."""
+    """ "rank 1 of 2, local rank 1", or "" outside torch.distributed (RANK unset)."""
     if header.rank < 0:
         return ""
     text = f"rank {header.rank} of {header.world_size}"
@@ -17,5 +17,5 @@ def device_text(header):
 
 
 def process_text(header):
-    """"process 1234 (rank 1 of 2, cpu)"."""
+    """ "process 1234 (rank 1 of 2, cpu)"."""
     return f"process {header.pid} ({rank_text(header) or 'not distributed'}, {device_text(header)})"

@@ -35,15 +35,56 @@ KIND_EMPTY, KIND_FRAME, KIND_WEIGHT, KIND_INPUT, KIND_OUTPUT, KIND_GRAD = range(
 KIND_OP_OUTPUT, KIND_CHECKPOINT, KIND_BATCH_START, KIND_NONE, KIND_NOT_TENSOR = range(6, 11)
 KIND_STEP, KIND_STEP_PARAM = 11, 12  # optimizer.step() and its non-finite parameters
 KIND_BUFFER = 13  # a module's buffer its forward turned non-finite (layout 2)
-KIND_NAMES = ("empty", "frame", "weight", "input", "output", "grad", "op", "checkpoint",
-              "batch", "none", "not-tensor", "step", "step-param", "buffer")
-LINE_KINDS = frozenset({KIND_WEIGHT, KIND_INPUT, KIND_OUTPUT, KIND_GRAD, KIND_OP_OUTPUT, KIND_STEP_PARAM,
-                        KIND_NONE, KIND_NOT_TENSOR})
+KIND_NAMES = (
+    "empty",
+    "frame",
+    "weight",
+    "input",
+    "output",
+    "grad",
+    "op",
+    "checkpoint",
+    "batch",
+    "none",
+    "not-tensor",
+    "step",
+    "step-param",
+    "buffer",
+)
+LINE_KINDS = frozenset(
+    {
+        KIND_WEIGHT,
+        KIND_INPUT,
+        KIND_OUTPUT,
+        KIND_GRAD,
+        KIND_OP_OUTPUT,
+        KIND_STEP_PARAM,
+        KIND_NONE,
+        KIND_NOT_TENSOR,
+    }
+)
 
 # enum ovf_dtype, index = value
-DTYPE_NAMES = ("unknown", "float64", "float32", "float16", "bfloat16", "complex64", "complex128",
-               "int64", "int32", "int16", "int8", "uint8", "bool", "float8_e4m3", "float8_e5m2", "uint16",
-               "uint32", "uint64")
+DTYPE_NAMES = (
+    "unknown",
+    "float64",
+    "float32",
+    "float16",
+    "bfloat16",
+    "complex64",
+    "complex128",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint8",
+    "bool",
+    "float8_e4m3",
+    "float8_e5m2",
+    "uint16",
+    "uint32",
+    "uint64",
+)
 FLOAT_DTYPES = frozenset({1, 2, 3, 4, 5, 6, 13, 14})
 
 # enum ovf_record_flags
@@ -69,16 +110,23 @@ STOP_TRACED = 1 << 4
 STOP_ABORT_AFTER = 1 << 5
 STOP_PRODUCER_ONLY = 1 << 6  # modifier: NaN/Inf events only where produced (or first seen)
 STOP_BACKWARD = 1 << 7
-STOP_NAMES = (("nan", STOP_NAN), ("inf", STOP_INF), ("above", STOP_ABOVE), ("below", STOP_BELOW),
-              ("traced", STOP_TRACED), ("abort_after", STOP_ABORT_AFTER), ("producer_only", STOP_PRODUCER_ONLY),
-              ("backward", STOP_BACKWARD))
+STOP_NAMES = (
+    ("nan", STOP_NAN),
+    ("inf", STOP_INF),
+    ("above", STOP_ABOVE),
+    ("below", STOP_BELOW),
+    ("traced", STOP_TRACED),
+    ("abort_after", STOP_ABORT_AFTER),
+    ("producer_only", STOP_PRODUCER_ONLY),
+    ("backward", STOP_BACKWARD),
+)
 
 # Headroom targets (enum ovf_dtype values): name -> (dtype, largest finite, smallest normal)
 HEADROOM_DTYPES = {
-    "fp16": (3, 65504.0, 2.0 ** -14),
-    "bf16": (4, 255.0 * 2.0 ** 120, 2.0 ** -126),
-    "fp8_e4m3": (13, 448.0, 2.0 ** -6),
-    "fp8_e5m2": (14, 57344.0, 2.0 ** -14),
+    "fp16": (3, 65504.0, 2.0**-14),
+    "bf16": (4, 255.0 * 2.0**120, 2.0**-126),
+    "fp8_e4m3": (13, 448.0, 2.0**-6),
+    "fp8_e5m2": (14, 57344.0, 2.0**-14),
 }
 HEADROOM_BY_DTYPE = {code: (name, top, low) for name, (code, top, low) in HEADROOM_DTYPES.items()}
 TENSOR_LINE_KINDS = frozenset({KIND_WEIGHT, KIND_INPUT, KIND_OUTPUT})
@@ -128,35 +176,83 @@ def _table(fields, size):
 
 
 RECORD_FIELDS = (
-    ("seq", 0, "Q"), ("frame_seq", 8, "Q"), ("batch", 16, "Q"), ("timestamp_ns", 24, "Q"),
-    ("name_id", 32, "I"), ("label_id", 36, "I"), ("kind", 40, "B"), ("dtype", 41, "B"),
-    ("device_type", 42, "B"), ("device_index", 43, "b"), ("flags", 44, "I"), ("numel", 48, "Q"),
-    ("nan_count", 56, "Q"), ("pos_inf_count", 64, "Q"), ("neg_inf_count", 72, "Q"),
-    ("zero_count", 80, "Q"), ("abs_min", 88, "d"), ("abs_max", 96, "d"),
-    ("abs_min_nonzero", 104, "d"), ("subnormal_count", 112, "Q"), ("context_id", 120, "I"),
-    ("aux_id", 124, "I"), ("headroom_dtype", 128, "I"), ("headroom_underflow", 132, "I"),
-    ("diagnosis_id", 136, "I"), ("location_id", 140, "I"),
+    ("seq", 0, "Q"),
+    ("frame_seq", 8, "Q"),
+    ("batch", 16, "Q"),
+    ("timestamp_ns", 24, "Q"),
+    ("name_id", 32, "I"),
+    ("label_id", 36, "I"),
+    ("kind", 40, "B"),
+    ("dtype", 41, "B"),
+    ("device_type", 42, "B"),
+    ("device_index", 43, "b"),
+    ("flags", 44, "I"),
+    ("numel", 48, "Q"),
+    ("nan_count", 56, "Q"),
+    ("pos_inf_count", 64, "Q"),
+    ("neg_inf_count", 72, "Q"),
+    ("zero_count", 80, "Q"),
+    ("abs_min", 88, "d"),
+    ("abs_max", 96, "d"),
+    ("abs_min_nonzero", 104, "d"),
+    ("subnormal_count", 112, "Q"),
+    ("context_id", 120, "I"),
+    ("aux_id", 124, "I"),
+    ("headroom_dtype", 128, "I"),
+    ("headroom_underflow", 132, "I"),
+    ("diagnosis_id", 136, "I"),
+    ("location_id", 140, "I"),
 )
 
 CONTROL_FIELDS = (
-    ("generation", 0, "I"), ("enabled", 4, "I"), ("stop_mask", 8, "I"), ("on_event", 12, "I"),
-    ("above", 16, "d"), ("below", 24, "d"), ("after_batch", 32, "q"),
-    ("abort_after_batch", 40, "q"), ("trace_count", 48, "I"), ("wait_released", 52, "I"),
-    ("trace_batches", 56, f"{MAX_TRACE_BATCHES}q"), ("module_glob", 312, f"{GLOB_SIZE}s"),
-    ("observe", 568, "I"), ("headroom_dtype", 572, "I"),
+    ("generation", 0, "I"),
+    ("enabled", 4, "I"),
+    ("stop_mask", 8, "I"),
+    ("on_event", 12, "I"),
+    ("above", 16, "d"),
+    ("below", 24, "d"),
+    ("after_batch", 32, "q"),
+    ("abort_after_batch", 40, "q"),
+    ("trace_count", 48, "I"),
+    ("wait_released", 52, "I"),
+    ("trace_batches", 56, f"{MAX_TRACE_BATCHES}q"),
+    ("module_glob", 312, f"{GLOB_SIZE}s"),
+    ("observe", 568, "I"),
+    ("headroom_dtype", 572, "I"),
 )
 
 HEADER_FIELDS = (
-    ("magic", 0, "Q"), ("layout_version", 8, "I"), ("header_size", 12, "I"),
-    ("record_size", 16, "I"), ("record_capacity", 20, "I"), ("records_addr", 24, "Q"),
-    ("write_seq", 32, "Q"), ("batch", 40, "Q"), ("first_nonfinite_seq", 48, "Q"),
-    ("last_event_seq", 56, "Q"), ("names_index_addr", 64, "Q"), ("names_arena_addr", 72, "Q"),
-    ("names_capacity", 80, "I"), ("names_count", 84, "I"), ("names_arena_size", 88, "I"),
-    ("names_arena_used", 92, "I"), ("pid", 96, "i"), ("rank", 100, "i"), ("local_rank", 104, "i"),
-    ("world_size", 108, "i"), ("device_index", 112, "i"), ("runtime_version", 116, "I"),
-    ("detection_state", 120, "I"), ("max_frames_to_save", 124, "I"), ("last_event_kind", 128, "I"),
-    ("frames_per_batch_hint", 132, "I"), ("frames_written", 136, "Q"), ("start_time_ns", 144, "Q"),
-    ("root_class_id", 152, "I"), ("own_on_event", 156, "I"), ("snapshot_addr", 160, "Q"),
+    ("magic", 0, "Q"),
+    ("layout_version", 8, "I"),
+    ("header_size", 12, "I"),
+    ("record_size", 16, "I"),
+    ("record_capacity", 20, "I"),
+    ("records_addr", 24, "Q"),
+    ("write_seq", 32, "Q"),
+    ("batch", 40, "Q"),
+    ("first_nonfinite_seq", 48, "Q"),
+    ("last_event_seq", 56, "Q"),
+    ("names_index_addr", 64, "Q"),
+    ("names_arena_addr", 72, "Q"),
+    ("names_capacity", 80, "I"),
+    ("names_count", 84, "I"),
+    ("names_arena_size", 88, "I"),
+    ("names_arena_used", 92, "I"),
+    ("pid", 96, "i"),
+    ("rank", 100, "i"),
+    ("local_rank", 104, "i"),
+    ("world_size", 108, "i"),
+    ("device_index", 112, "i"),
+    ("runtime_version", 116, "I"),
+    ("detection_state", 120, "I"),
+    ("max_frames_to_save", 124, "I"),
+    ("last_event_kind", 128, "I"),
+    ("frames_per_batch_hint", 132, "I"),
+    ("frames_written", 136, "Q"),
+    ("start_time_ns", 144, "Q"),
+    ("root_class_id", 152, "I"),
+    ("own_on_event", 156, "I"),
+    ("snapshot_addr", 160, "Q"),
 )
 
 RECORD_STRUCT, RECORD_OFFSETS = _table(RECORD_FIELDS, RECORD_SIZE)
@@ -188,7 +284,9 @@ def decode_header(data):
         raise ValueError(f"{len(data)} bytes is shorter than the {HEADER_SIZE}-byte header")
     header = Header._make(_HEADER_ONLY_STRUCT.unpack_from(data, 0))
     if header.layout_version == 1:  # reserved (zero) bytes then: no root class, the mode unknown
-        header = header._replace(root_class_id=NO_ID, own_on_event=ON_EVENT_CONTINUE, snapshot_addr=0)
+        header = header._replace(
+            root_class_id=NO_ID, own_on_event=ON_EVENT_CONTINUE, snapshot_addr=0
+        )
     values = CONTROL_STRUCT.unpack_from(data, CONTROL_OFFSET)
     # the array trace_batches unpacks as MAX_TRACE_BATCHES values: fold them into one tuple
     trace = tuple(values[10 : 10 + MAX_TRACE_BATCHES])
@@ -213,8 +311,9 @@ def decode_record(data, offset=0, version=LAYOUT_VERSION):
     values = _RECORD_V1_STRUCT.unpack_from(data, offset)
     r = Record._make(values + (0, 0, NO_ID, NO_ID))
     if r.kind in TENSOR_LINE_KINDS:  # the union held headroom for a frame's tensor lines
-        return r._replace(headroom_dtype=r.context_id, headroom_underflow=r.aux_id, context_id=NO_ID,
-                          aux_id=NO_ID)
+        return r._replace(
+            headroom_dtype=r.context_id, headroom_underflow=r.aux_id, context_id=NO_ID, aux_id=NO_ID
+        )
     return r
 
 

@@ -36,7 +36,7 @@ class Core:
         return self.ring.header.rank
 
     def who(self):
-        """"rank 1" (or "pid 1234" outside torch.distributed) and the file."""
+        """ "rank 1" (or "pid 1234" outside torch.distributed) and the file."""
         h = self.ring.header
         return (f"rank {h.rank}" if h.rank >= 0 else f"pid {h.pid}") + f" ({self.path})"
 
@@ -58,28 +58,38 @@ def open_core(path):
         core.ring = core.session.ring()
     except OvfError as e:
         why = str(e).removeprefix("ovf: ")
-        cut = f" is cut short ({target.size} of {target.expected_size} bytes)" if target.size < target.expected_size \
+        cut = (
+            f" is cut short ({target.size} of {target.expected_size} bytes)"
+            if target.size < target.expected_size
             else ""
+        )
         core.error = f"ovf: {path}{cut}: {why}"
         core.close()
         return core
     if target.size < target.expected_size:
         # What is there is still shown, but a partial core is an error all the same.
-        core.error = (f"ovf: {path} is cut short ({target.size} of {target.expected_size} bytes); "
-                      "what it lacks shows as unreadable")
+        core.error = (
+            f"ovf: {path} is cut short ({target.size} of {target.expected_size} bytes); "
+            "what it lacks shows as unreadable"
+        )
     seq = core.ring.header.first_nonfinite_seq
     if seq != layout.NO_SEQ:
         record = core.ring.record(seq)
         if isinstance(record, BadSlot):
-            core.notes.append(f"ovf: the first non-finite {describe_seq(core.ring, seq)}; "
-                              "this core cannot be ordered against the others")
+            core.notes.append(
+                f"ovf: the first non-finite {describe_seq(core.ring, seq)}; "
+                "this core cannot be ordered against the others"
+            )
         else:
             core.first = record
     return core
 
 
 def _clock(ns):
-    return datetime.datetime.fromtimestamp(ns / 1e9).strftime("%Y-%m-%d %H:%M:%S.") + f"{ns % 10**9:09d}"
+    return (
+        datetime.datetime.fromtimestamp(ns / 1e9).strftime("%Y-%m-%d %H:%M:%S.")
+        + f"{ns % 10**9:09d}"
+    )
 
 
 def summary(core, ring_notes=False):
@@ -89,8 +99,12 @@ def summary(core, ring_notes=False):
     first = describe_seq(core.ring, h.first_nonfinite_seq)
     if core.first is not None:
         first += f", at {_clock(core.first.timestamp_ns)}"
-    lines = [f"{core.path}: {process_text(h)}, batch {h.batch}, {h.frames_written} frames",
-             f"first non-finite: {first}", *core.notes, *(core.ring.notes if ring_notes else ())]
+    lines = [
+        f"{core.path}: {process_text(h)}, batch {h.batch}, {h.frames_written} frames",
+        f"first non-finite: {first}",
+        *core.notes,
+        *(core.ring.notes if ring_notes else ()),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -108,14 +122,18 @@ def python_stack(core):
     """`ovf py-bt` and `ovf py-locals` of the core (the event snapshot), or the
     one line that says why there is none."""
     try:
-        return (commands.execute(core.session, "py-bt", []) + commands.execute(core.session, "py-locals", []))
+        return commands.execute(core.session, "py-bt", []) + commands.execute(
+            core.session, "py-locals", []
+        )
     except OvfError as e:
         return f"{e}\n"
 
 
 def order(cores):
     """The readable cores with a first non-finite value, earliest first."""
-    return sorted((c for c in cores if c.first is not None), key=lambda c: (c.first.timestamp_ns, c.path))
+    return sorted(
+        (c for c in cores if c.first is not None), key=lambda c: (c.first.timestamp_ns, c.path)
+    )
 
 
 def ordering(cores):
@@ -129,17 +147,35 @@ def ordering(cores):
     if not ranked:
         return out + ["ovf: no core holds a non-finite value"]
     t0 = ranked[0].first.timestamp_ns
-    rows = [(c.who(), _clock(t0) if c is ranked[0] else f"+{(c.first.timestamp_ns - t0) / 1e9:.6f} s",
-             describe_seq(c.ring, c.first.seq)) for c in ranked]
-    rows += [(c.who(), "-", "its first non-finite record was overwritten"
-              if c.ring.header.first_nonfinite_seq != layout.NO_SEQ else "no non-finite value")
-             for c in readable if c.first is None]
+    rows = [
+        (
+            c.who(),
+            _clock(t0) if c is ranked[0] else f"+{(c.first.timestamp_ns - t0) / 1e9:.6f} s",
+            describe_seq(c.ring, c.first.seq),
+        )
+        for c in ranked
+    ]
+    rows += [
+        (
+            c.who(),
+            "-",
+            (
+                "its first non-finite record was overwritten"
+                if c.ring.header.first_nonfinite_seq != layout.NO_SEQ
+                else "no non-finite value"
+            ),
+        )
+        for c in readable
+        if c.first is None
+    ]
     widths = [max(len(row[i]) for row in rows) for i in range(2)]
     out.append("ovf: first non-finite value of each core, earliest first:")
     out += [f"  {who:<{widths[0]}}  {at:<{widths[1]}}  {what}" for who, at, what in rows]
     tied = [c for c in ranked if c.first.timestamp_ns == t0]
     if len(tied) > 1:
-        out.append("ovf: " + " and ".join(c.who() for c in tied) + " went non-finite at the same time")
+        out.append(
+            "ovf: " + " and ".join(c.who() for c in tied) + " went non-finite at the same time"
+        )
     else:
         out.append(f"ovf: {ranked[0].who()} went non-finite first")
     return out
@@ -158,8 +194,15 @@ def _first_json(core):
         module = ring.text(frame.name_id) if ok else None
         cls = ring.text(frame.label_id) if ok else None
         label = ring.text(r.label_id)
-    return {"seq": r.seq, "batch": r.batch, "timestamp_ns": r.timestamp_ns, "kind": layout.KIND_NAMES[r.kind],
-            "module": module, "class": cls, "label": label}
+    return {
+        "seq": r.seq,
+        "batch": r.batch,
+        "timestamp_ns": r.timestamp_ns,
+        "kind": layout.KIND_NAMES[r.kind],
+        "module": module,
+        "class": cls,
+        "label": label,
+    }
 
 
 def as_json(cores, count=None):
@@ -173,12 +216,31 @@ def as_json(cores, count=None):
             continue
         h = core.ring.header
         error = {"error": core.error} if core.error else {}
-        listing = {"notes": [], "frames": []} if count == 0 else \
-            json.loads(commands.execute(core.session, "frames", [*_count_args(count), "--json"]))
-        out.append({"path": core.path, "pid": h.pid, "rank": h.rank, "local_rank": h.local_rank,
-                    "world_size": h.world_size, "device_index": h.device_index, "batch": h.batch,
-                    "first_nonfinite": _first_json(core), "notes": core.notes + listing["notes"],
-                    "frames": listing["frames"], **error})
+        listing = (
+            {"notes": [], "frames": []}
+            if count == 0
+            else json.loads(
+                commands.execute(core.session, "frames", [*_count_args(count), "--json"])
+            )
+        )
+        out.append(
+            {
+                "path": core.path,
+                "pid": h.pid,
+                "rank": h.rank,
+                "local_rank": h.local_rank,
+                "world_size": h.world_size,
+                "device_index": h.device_index,
+                "batch": h.batch,
+                "first_nonfinite": _first_json(core),
+                "notes": core.notes + listing["notes"],
+                "frames": listing["frames"],
+                **error,
+            }
+        )
     ranked = order(cores)
-    return {"cores": out, "order": [c.path for c in ranked],
-            "first": {"path": ranked[0].path, "rank": ranked[0].rank} if ranked else None}
+    return {
+        "cores": out,
+        "order": [c.path for c in ranked],
+        "first": {"path": ranked[0].path, "rank": ranked[0].rank} if ranked else None,
+    }

@@ -94,7 +94,9 @@ def format_record(r, text, module=None):
         return f"{format_8_2e(lo)} {format_8_2e(hi)} {text(r.label_id)} of {text(r.name_id)}"
     label = text(r.label_id)
     if not r.flags & layout.FLAG_HAS_STATS:
-        return f"{_right_17('no data' if r.flags & layout.FLAG_NO_DATA else 'unknown dtype')} {label}"
+        return (
+            f"{_right_17('no data' if r.flags & layout.FLAG_NO_DATA else 'unknown dtype')} {label}"
+        )
     if r.numel == 0:  # the reference fails on min() of nothing; ovf says so
         return f"{_right_17('empty')} {label}"
     lo, hi = reference_min_max(r)
@@ -112,8 +114,10 @@ def format_op(r, text, module=None):
     else:
         values = _right_17("empty" if r.flags & layout.FLAG_HAS_STATS else "no data")
     if module is None:
+
         def module(i):
             return text(i) if i != layout.NO_ID else "(no module)"
+
     where = module(r.context_id)
     if r.kind == layout.KIND_BUFFER:
         return f"{values} buffer {text(r.label_id)} (made non-finite by {where}'s forward)"
@@ -134,7 +138,7 @@ def format_op(r, text, module=None):
 
 
 def headroom_suffix(r):
-    """"  [fp16: 0.96 of max, 3 below normal]" for a line recorded with headroom."""
+    """ "  [fp16: 0.96 of max, 3 below normal]" for a line recorded with headroom."""
     h = layout.headroom(r)
     if h is None or not r.flags & layout.FLAG_HAS_STATS or not r.numel:
         return ""
@@ -145,8 +149,10 @@ def headroom_suffix(r):
 def format_frame(frame, text, with_ops=False, with_headroom=False, module=None):
     """A frame's text: its batch markers, (its ops,) its header, its lines, joined
     by "\\n"; with_headroom appends each line's headroom (watch --headroom)."""
-    return "\n".join(format_record(r, text, module) + (headroom_suffix(r) if with_headroom else "")
-                     for r in frame.records(with_ops))
+    return "\n".join(
+        format_record(r, text, module) + (headroom_suffix(r) if with_headroom else "")
+        for r in frame.records(with_ops)
+    )
 
 
 def format_trace(frame, text):
@@ -169,18 +175,38 @@ def format_frames(frames, text, with_ops=False, with_headroom=False, module=None
 # Ops that only set memory up (zeroing gradients, filling buffers, making
 # ones for a backward seed): an optimizer's zero_grad makes hundreds of them.
 # Listed only when asked, or when one is non-finite.
-BOOKKEEPING_OPS = frozenset({"aten::zero_", "aten::zeros", "aten::zeros_like", "aten::ones", "aten::ones_like",
-                             "aten::fill_", "aten::full", "aten::full_like", "aten::empty", "aten::empty_like",
-                             "aten::detach", "aten::detach_", "aten::set_", "aten::lift_fresh", "aten::alias"})
+BOOKKEEPING_OPS = frozenset(
+    {
+        "aten::zero_",
+        "aten::zeros",
+        "aten::zeros_like",
+        "aten::ones",
+        "aten::ones_like",
+        "aten::fill_",
+        "aten::full",
+        "aten::full_like",
+        "aten::empty",
+        "aten::empty_like",
+        "aten::detach",
+        "aten::detach_",
+        "aten::set_",
+        "aten::lift_fresh",
+        "aten::alias",
+    }
+)
 
 
 def is_bookkeeping(r, text):
-    return (r.kind == layout.KIND_OP_OUTPUT and not r.flags & layout.FLAG_NONFINITE
-            and text(r.name_id) in BOOKKEEPING_OPS)
+    return (
+        r.kind == layout.KIND_OP_OUTPUT
+        and not r.flags & layout.FLAG_NONFINITE
+        and text(r.name_id) in BOOKKEEPING_OPS
+    )
 
 
-def format_listing(frames, text, with_ops=False, with_headroom=False, module=None, trailing_ops=(),
-                   all_ops=False):
+def format_listing(
+    frames, text, with_ops=False, with_headroom=False, module=None, trailing_ops=(), all_ops=False
+):
     """`ovf frames`: the reference's "Last N forward frames:" block; with_ops
     adds the op observer's records where the ops ran (those after the newest
     frame last) without bookkeeping ops unless all_ops, with_headroom each
@@ -190,13 +216,17 @@ def format_listing(frames, text, with_ops=False, with_headroom=False, module=Non
         trailing_ops = [r for r in trailing_ops if not is_bookkeeping(r, text)]
     body = format_frames(frames, text, with_ops, with_headroom, module)
     if with_ops and trailing_ops:
-        body += ("\n" if body else "") + "\n".join(format_record(r, text, module) for r in trailing_ops)
+        body += ("\n" if body else "") + "\n".join(
+            format_record(r, text, module) for r in trailing_ops
+        )
     return f"Last {len(frames)} forward frames:\n{COLUMN_HEADER}\n" + (body + "\n" if body else "")
 
 
 def format_detection_report(batch_number, frames, text):
     """DebugUnderflowOverflow.dump_saved_frames' output (report.cpp:
     format_detection_report)."""
-    return (f"\nDetected inf/nan during batch_number={batch_number}\n"
-            f"Last {len(frames)} forward frames:\n{COLUMN_HEADER}\n"
-            f"{format_frames(frames, text)}\n\n\n\n")
+    return (
+        f"\nDetected inf/nan during batch_number={batch_number}\n"
+        f"Last {len(frames)} forward frames:\n{COLUMN_HEADER}\n"
+        f"{format_frames(frames, text)}\n\n\n\n"
+    )

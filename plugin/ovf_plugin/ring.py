@@ -70,7 +70,9 @@ def locate(target):
         if found is not None:
             ring, where = found
             why = "ovf_state points at no ring" if address is not None else "no symbol ovf_state"
-            ring.notes.append(f"ovf: found the ring by scanning memory at 0x{ring.address:x}{where} ({why})")
+            ring.notes.append(
+                f"ovf: found the ring by scanning memory at 0x{ring.address:x}{where} ({why})"
+            )
             if missing:
                 ring.notes.append(f"ovf: the runtime library {missing} was not found" + hint)
             return ring
@@ -79,28 +81,40 @@ def locate(target):
     if problem is not None:
         raise problem
     if missing:
-        raise OvfError(f"ovf: the runtime library {missing} was not found and no ring was found in "
-                       "memory" + hint)
+        raise OvfError(
+            f"ovf: the runtime library {missing} was not found and no ring was found in memory"
+            + hint
+        )
     if kind == "core":
-        raise OvfError("ovf: no ovf ring in this core file (no symbol ovf_state, and no ring "
-                       "header in its memory" + (f"; {cut[0].removeprefix('ovf: ')}" if cut else "") + ")")
-    raise OvfError("ovf: no ovf runtime in this process (no symbol ovf_state): start it under "
-                   "`ovf break-on-nan` and `run`, or with `python3 -m ovf`")
+        raise OvfError(
+            "ovf: no ovf ring in this core file (no symbol ovf_state, and no ring "
+            "header in its memory"
+            + (f"; {cut[0].removeprefix('ovf: ')}" if cut else "")
+            + ")"
+        )
+    raise OvfError(
+        "ovf: no ovf runtime in this process (no symbol ovf_state): start it under "
+        "`ovf break-on-nan` and `run`, or with `python3 -m ovf`"
+    )
 
 
 def _scan_order(regions):
     """The runtime library's own mappings first, then the one right after each
     (its .bss), then the rest: the state is found without reading gigabytes."""
+
     def rank(i):
         if "libovf_runtime" in regions[i][2]:
             return 0
         if i and "libovf_runtime" in regions[i - 1][2]:
             return 1
         return 2
+
     return [regions[i] for i in sorted(range(len(regions)), key=rank)]
 
 
-def scan_for_state(target, newer=None, notes=None, max_bytes=SCAN_MAX_BYTES, max_seconds=SCAN_MAX_SECONDS):
+def scan_for_state(
+    target, newer=None, notes=None, max_bytes=SCAN_MAX_BYTES, max_seconds=SCAN_MAX_SECONDS
+):
     """(Ring, " in <path>") for the first valid ring header in writable memory,
     or None; ring headers of a newer layout are appended to `newer`. The scan
     reads at most `max_bytes` for at most `max_seconds` (a crafted core can
@@ -115,9 +129,11 @@ def scan_for_state(target, newer=None, notes=None, max_bytes=SCAN_MAX_BYTES, max
         while at < end:
             if scanned >= max_bytes or time.monotonic() > deadline:
                 if notes is not None:
-                    notes.append(f"ovf: the scan for the ring stopped after {scanned >> 20} MiB of "
-                                 f"{total >> 20} MiB of writable memory ({max_bytes >> 20} MiB or "
-                                 f"{max_seconds:g} s at most)")
+                    notes.append(
+                        f"ovf: the scan for the ring stopped after {scanned >> 20} MiB of "
+                        f"{total >> 20} MiB of writable memory ({max_bytes >> 20} MiB or "
+                        f"{max_seconds:g} s at most)"
+                    )
                 return None
             size = min(end - at, 1 << 20)
             try:
@@ -167,27 +183,38 @@ class Ring:
         h = self.header
         where = f"ovf_state at 0x{self.address:x}"
         if h.magic == 0:
-            raise OvfError(f"ovf: the ovf runtime is loaded but its ring is not initialised yet ({where} is zero)")
+            raise OvfError(
+                f"ovf: the ovf runtime is loaded but its ring is not initialised yet ({where} is"
+                " zero)"
+            )
         if h.magic != layout.MAGIC:
             raise OvfError(f"ovf: {where} holds no ovf ring (magic 0x{h.magic:016x})")
         if h.layout_version > layout.LAYOUT_VERSION:
-            raise NewerLayoutError(f"ovf: the ring has layout version {h.layout_version}, newer than this ovf "
-                                   f"debugger extension reads ({layout.LAYOUT_VERSION}); use the extension that "
-                                   f"ships with the runtime (version {layout.version_text(h.runtime_version)})")
+            raise NewerLayoutError(
+                f"ovf: the ring has layout version {h.layout_version}, newer than this ovf "
+                f"debugger extension reads ({layout.LAYOUT_VERSION}); use the extension that "
+                f"ships with the runtime (version {layout.version_text(h.runtime_version)})"
+            )
         if h.layout_version not in layout.RECORD_SIZES:
             raise OvfError(f"ovf: {where} is corrupt (layout version {h.layout_version})")
         expected = layout.RECORD_SIZES[h.layout_version]
         if h.header_size != layout.HEADER_SIZE or h.record_size != expected:
-            raise OvfError(f"ovf: {where} is corrupt (header {h.header_size} bytes, record "
-                           f"{h.record_size} bytes; layout {h.layout_version} has "
-                           f"{layout.HEADER_SIZE} and {expected})")
+            raise OvfError(
+                f"ovf: {where} is corrupt (header {h.header_size} bytes, record "
+                f"{h.record_size} bytes; layout {h.layout_version} has "
+                f"{layout.HEADER_SIZE} and {expected})"
+            )
         cap = h.record_capacity
         if cap == 0 or cap & (cap - 1) or cap > MAX_CAPACITY:
-            raise OvfError(f"ovf: {where} is corrupt (record capacity {cap} is not a power of two "
-                           f"up to {MAX_CAPACITY})")
+            raise OvfError(
+                f"ovf: {where} is corrupt (record capacity {cap} is not a power of two "
+                f"up to {MAX_CAPACITY})"
+            )
         if h.write_seq >= 1 << 62 or h.records_addr == 0:
-            raise OvfError(f"ovf: {where} is corrupt (write sequence {h.write_seq}, records at "
-                           f"0x{h.records_addr:x})")
+            raise OvfError(
+                f"ovf: {where} is corrupt (write sequence {h.write_seq}, records at "
+                f"0x{h.records_addr:x})"
+            )
 
     # ------------------------------------------------------------ records
 
@@ -197,8 +224,9 @@ class Ring:
             first = number * CHUNK_RECORDS
             count = min(CHUNK_RECORDS, self.capacity - first)
             try:
-                data = self.target.read_memory(self.header.records_addr + first * self.record_size,
-                                               count * self.record_size)
+                data = self.target.read_memory(
+                    self.header.records_addr + first * self.record_size, count * self.record_size
+                )
             except TargetMemoryError:
                 data = b""
             self._chunks[number] = data
@@ -242,7 +270,9 @@ class Ring:
         index = self._name_index.get(block)
         if index is None:
             first = block * NAME_BLOCK
-            index = self._read_or_empty(h.names_index_addr + 8 * first, 8 * min(NAME_BLOCK, count - first))
+            index = self._read_or_empty(
+                h.names_index_addr + 8 * first, 8 * min(NAME_BLOCK, count - first)
+            )
             self._name_index[block] = index
         at = 8 * (name_id % NAME_BLOCK)
         if len(index) < at + 8:

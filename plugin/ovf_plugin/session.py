@@ -68,8 +68,10 @@ class Session:
         for path in candidates:
             if path and os.path.isfile(os.path.join(path, "_bootstrap", "sitecustomize.py")):
                 return os.path.realpath(path)
-        raise OvfError(f"ovf: cannot find the ovf Python package (a directory with _bootstrap/); "
-                       f"set {PACKAGE_ENV}=<build>/python/ovf before starting gdb, or use ovf-gdb")
+        raise OvfError(
+            "ovf: cannot find the ovf Python package (a directory with _bootstrap/); "
+            f"set {PACKAGE_ENV}=<build>/python/ovf before starting gdb, or use ovf-gdb"
+        )
 
     def staged(self):
         """A copy of what is armed for a command to change; nothing takes
@@ -83,7 +85,9 @@ class Session:
         process. Returns a reply."""
         kind = self.target.kind()
         if kind == "core":
-            raise OvfError("ovf: a core file cannot be armed; `ovf frames` and `ovf status` read it")
+            raise OvfError(
+                "ovf: a core file cannot be armed; `ovf frames` and `ovf status` read it"
+            )
         bootstrap = os.path.join(self.package_dir(), "_bootstrap")
         environment = arming.environment(bootstrap, self.target.get_environment("PYTHONPATH"))
         ring, problem = None, ""
@@ -95,7 +99,10 @@ class Session:
         writes = []
         if ring is not None:
             try:
-                writes = [layout.encode_control_field(name, value) for name, value in arming.control_writes(ring.control)]
+                writes = [
+                    layout.encode_control_field(name, value)
+                    for name, value in arming.control_writes(ring.control)
+                ]
             except (ValueError, OverflowError, struct.error) as e:
                 raise OvfError(f"ovf: nothing was armed: {e}") from None
         for name, value in environment.items():
@@ -128,7 +135,9 @@ class Session:
         except OvfError as e:
             return Decision(True, later=f"{e}\n")
         if event is None:
-            return Decision(True, later="ovf: stopped in ovf_stop_event, but the ring names no event\n")
+            return Decision(
+                True, later="ovf: stopped in ovf_stop_event, but the ring names no event\n"
+            )
         record = event.record
         module = ring.text(event.module_id())
         decision = Decision(False)
@@ -144,10 +153,15 @@ class Session:
             lines = [line for b, line in event.offending if b == bit]
             if bit in (layout.STOP_NAN, layout.STOP_INF) and self.arming.condition is not None:
                 try:
-                    lines = [line for line in lines
-                             if self.arming.condition(line_fields(ring, event, bit, line))]
+                    lines = [
+                        line
+                        for line in lines
+                        if self.arming.condition(line_fields(ring, event, bit, line))
+                    ]
                 except OvfError as e:
-                    return Decision(True, now=decision.now, later=f"{e}\n" + stop_summary(ring, event))
+                    return Decision(
+                        True, now=decision.now, later=f"{e}\n" + stop_summary(ring, event)
+                    )
                 if not lines:
                     continue
             decision.stop = True

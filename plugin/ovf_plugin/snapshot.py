@@ -24,8 +24,13 @@ _LOCAL = struct.Struct(f"<IIIBBbB{DIMS}qQQQQQdd")
 SIZE = _HEADER.size + MAX_FRAMES * _FRAME.size + MAX_LOCALS * _LOCAL.size
 
 Frame = namedtuple("Frame", "file function line user")
-Local = namedtuple("Local", "name type flags dtype device_type device_index ndim shape numel nan_count "
-                            "pos_inf_count neg_inf_count zero_count abs_min abs_max")
+Local = namedtuple(
+    "Local",
+    (
+        "name type flags dtype device_type device_index ndim shape numel nan_count "
+        "pos_inf_count neg_inf_count zero_count abs_min abs_max"
+    ),
+)
 Snapshot = namedtuple("Snapshot", "event_seq thread_id frames locals")
 
 
@@ -33,18 +38,36 @@ def read(ring):
     """The ring's Snapshot, or OvfError saying why there is none."""
     address = ring.header.snapshot_addr
     if not address:
-        raise OvfError("ovf: no snapshot: no event has fired yet (or the runtime took none: a C++ program, "
-                       "or a ring of layout 1)")
+        raise OvfError(
+            "ovf: no snapshot: no event has fired yet (or the runtime took none: a C++ program, "
+            "or a ring of layout 1)"
+        )
     # Only the parts in use: a core keeps the pages a process wrote, and the
     # snapshot's unused tail may never have been.
     data = _read(ring, address, _HEADER.size)
-    magic, version, size, event_seq, frame_count, local_count, complete, thread_id = _HEADER.unpack_from(data)
+    (
+        magic,
+        version,
+        size,
+        event_seq,
+        frame_count,
+        local_count,
+        complete,
+        thread_id,
+    ) = _HEADER.unpack_from(data)
     if magic != MAGIC or size != SIZE:
-        raise OvfError(f"ovf: the event snapshot at 0x{address:x} is corrupt (magic 0x{magic:016x}, {size} bytes)")
+        raise OvfError(
+            f"ovf: the event snapshot at 0x{address:x} is corrupt (magic 0x{magic:016x},"
+            f" {size} bytes)"
+        )
     if version != VERSION:
-        raise OvfError(f"ovf: the event snapshot has version {version}; this ovf reads version {VERSION}")
+        raise OvfError(
+            f"ovf: the event snapshot has version {version}; this ovf reads version {VERSION}"
+        )
     if complete != 1:
-        raise OvfError("ovf: the event snapshot was being written when the process stopped; it is incomplete")
+        raise OvfError(
+            "ovf: the event snapshot was being written when the process stopped; it is incomplete"
+        )
     frame_count, local_count = min(frame_count, MAX_FRAMES), min(local_count, MAX_LOCALS)
     frames_data = _read(ring, address + _HEADER.size, frame_count * _FRAME.size)
     base = _HEADER.size + MAX_FRAMES * _FRAME.size
@@ -52,14 +75,27 @@ def read(ring):
     frames = []
     for i in range(frame_count):
         file_id, function_id, line, flags = _FRAME.unpack_from(frames_data, i * _FRAME.size)
-        frames.append(Frame(ring.text(file_id), ring.text(function_id), line, bool(flags & FLAG_USER)))
+        frames.append(
+            Frame(ring.text(file_id), ring.text(function_id), line, bool(flags & FLAG_USER))
+        )
     local_list = []
     for i in range(local_count):
         v = _LOCAL.unpack_from(locals_data, i * _LOCAL.size)
         name_id, type_id, flags, dtype, device_type, device_index, ndim = v[:7]
-        shape = v[7:7 + DIMS][:min(ndim, DIMS)]
-        local_list.append(Local(ring.text(name_id), ring.text(type_id), flags, dtype, device_type, device_index,
-                                ndim, shape, *v[7 + DIMS:]))
+        shape = v[7 : 7 + DIMS][: min(ndim, DIMS)]
+        local_list.append(
+            Local(
+                ring.text(name_id),
+                ring.text(type_id),
+                flags,
+                dtype,
+                device_type,
+                device_index,
+                ndim,
+                shape,
+                *v[7 + DIMS :],
+            )
+        )
     return Snapshot(event_seq, thread_id, frames, local_list)
 
 
@@ -76,8 +112,10 @@ def stale_note(ring, snap):
     """A line when the snapshot is not of the latest event, else ""."""
     if snap.event_seq == ring.header.last_event_seq:
         return ""
-    return (f"ovf: this snapshot was taken at record {snap.event_seq}; the latest event is record "
-            f"{ring.header.last_event_seq}\n")
+    return (
+        f"ovf: this snapshot was taken at record {snap.event_seq}; the latest event is record "
+        f"{ring.header.last_event_seq}\n"
+    )
 
 
 def dtype_name(dtype):

@@ -10,18 +10,23 @@ LINES_PER_FRAME = 8  # one screen: the event's frame and the one before, cut her
 
 
 def title(ring, event):
-    """"first non-finite value (inf) at batch 2, frame 41" and the like."""
+    """ "first non-finite value (inf) at batch 2, frame 41" and the like."""
     bits = event.bits
     h = ring.header
     if bits & (layout.STOP_NAN | layout.STOP_INF | layout.STOP_BACKWARD):
         line = event.op or (event.offending[0][1] if event.offending else None)
-        kinds = (("nan", bool(line and line.nan_count)), ("inf", bool(line and line.pos_inf_count + line.neg_inf_count)))
+        kinds = (
+            ("nan", bool(line and line.nan_count)),
+            ("inf", bool(line and line.pos_inf_count + line.neg_inf_count)),
+        )
         if not bits & layout.STOP_BACKWARD:
             kinds = (("nan", bits & layout.STOP_NAN), ("inf", bits & layout.STOP_INF))
         what = " and ".join(n for n, on in kinds if on)
         end = event.frame.end_seq if event.frame is not None else event.seq + 1
         first = "first " if event.seq <= h.first_nonfinite_seq < end else ""
-        text = f"{first}non-finite value ({what})" + (" in the backward pass" if bits & layout.STOP_BACKWARD else "")
+        text = f"{first}non-finite value ({what})" + (
+            " in the backward pass" if bits & layout.STOP_BACKWARD else ""
+        )
     elif bits & layout.STOP_ABOVE:
         text = f"abs max above {format_8_2e(ring.control.above).strip()}"
         target = layout.HEADROOM_BY_DTYPE.get(ring.control.headroom_dtype)
@@ -30,18 +35,26 @@ def title(ring, event):
     elif bits & layout.STOP_BELOW:
         text = f"non-zero abs min below {format_8_2e(ring.control.below).strip()}"
     elif bits & layout.STOP_ABORT_AFTER:
-        return (f"batch {h.batch - 1} finished (abort-after {ring.control.abort_after_batch}); "
-                "`continue` raises the reference's ValueError")
+        return (
+            f"batch {h.batch - 1} finished (abort-after {ring.control.abort_after_batch}); "
+            "`continue` raises the reference's ValueError"
+        )
     else:
         text = "traced frame"
     if event.checkpoint is not None:
         return f"{text} at batch {event.batch}, detect_overflow checkpoint"
     if event.op is not None and event.op.kind == layout.KIND_GRAD:
-        return f"{text} at batch {event.batch}, {ring.text(event.op.label_id)} of {ring.text(event.op.name_id)}"
+        return (
+            f"{text} at batch {event.batch}, {ring.text(event.op.label_id)} of"
+            f" {ring.text(event.op.name_id)}"
+        )
     if event.op is not None:
         op = event.op
-        role = (", produced here" if op.flags & layout.FLAG_PRODUCER
-                else ", carried in" if op.flags & layout.FLAG_CARRIER else "")
+        role = (
+            ", produced here"
+            if op.flags & layout.FLAG_PRODUCER
+            else ", carried in" if op.flags & layout.FLAG_CARRIER else ""
+        )
         module = ring.module(op.context_id, "no module")
         return f"{text} at batch {event.batch}, op {ring.text(op.name_id)} in {module}{role}"
     newest = walk_back(ring, 1).frames
@@ -52,14 +65,20 @@ def title(ring, event):
 def _counts(line):
     dtype = layout.DTYPE_NAMES[line.dtype] if line.dtype < len(layout.DTYPE_NAMES) else "unknown"
     finite = line.numel - line.nan_count - line.pos_inf_count - line.neg_inf_count
-    span = (f"finite abs min {format_8_2e(line.abs_min).strip()}, abs max {format_8_2e(line.abs_max).strip()}"
-            if finite > 0 else "no finite value")
-    return (f"{line.numel} {dtype} values: nan {line.nan_count}, +inf {line.pos_inf_count}, "
-            f"-inf {line.neg_inf_count}, zero {line.zero_count}; {span}")
+    span = (
+        f"finite abs min {format_8_2e(line.abs_min).strip()}, abs max"
+        f" {format_8_2e(line.abs_max).strip()}"
+        if finite > 0
+        else "no finite value"
+    )
+    return (
+        f"{line.numel} {dtype} values: nan {line.nan_count}, +inf {line.pos_inf_count}, "
+        f"-inf {line.neg_inf_count}, zero {line.zero_count}; {span}"
+    )
 
 
 def _culprit(ring, event, bit, line):
-    """"blocks.1.amp (Amplifier): output abs max inf  (input[0] abs max 8.47e-01)"."""
+    """ "blocks.1.amp (Amplifier): output abs max inf  (input[0] abs max 8.47e-01)"."""
     record = event.record
     if event.checkpoint is not None:
         where = ring.text(record.name_id)
@@ -80,10 +99,19 @@ def _culprit(ring, event, bit, line):
     else:
         value = f"abs max {format_8_2e(hi).strip()}"
     text = f"{where}: {label} {value}"
-    inputs = [r for r in (event.frame.lines if event.frame else ()) if r.kind == layout.KIND_INPUT
-              and r.flags & layout.FLAG_HAS_STATS and r.numel and r is not line]
+    inputs = [
+        r
+        for r in (event.frame.lines if event.frame else ())
+        if r.kind == layout.KIND_INPUT
+        and r.flags & layout.FLAG_HAS_STATS
+        and r.numel
+        and r is not line
+    ]
     if inputs:
-        text += f"  ({ring.text(inputs[0].label_id)} abs max {format_8_2e(reference_min_max(inputs[0])[1]).strip()})"
+        text += (
+            f"  ({ring.text(inputs[0].label_id)} abs max"
+            f" {format_8_2e(reference_min_max(inputs[0])[1]).strip()})"
+        )
     return text
 
 
@@ -108,8 +136,10 @@ def stop_summary(ring, event, chosen=None):
     if culprit is not None:
         bit, line = culprit
         out.append(f"     {_culprit(ring, event, bit, line)}")
-        out.append(f"     {bit_name(bit)} in {ring.text(line.name_id if event.checkpoint else line.label_id)}: "
-                   f"{_counts(line)}")
+        out.append(
+            f"     {bit_name(bit)} in"
+            f" {ring.text(line.name_id if event.checkpoint else line.label_id)}: {_counts(line)}"
+        )
         if line.diagnosis_id != layout.NO_ID:
             out.append(f"     why: {ring.text(line.diagnosis_id)}")
     if event.frame is not None:
@@ -129,6 +159,10 @@ def stop_summary(ring, event, chosen=None):
         out.append(f"{format_record(event.op, ring.text, ring.module)}    <- {what}")
     # The runtime took a snapshot of the Python stack at the event (none in a
     # C++ program, which has no Python line to show).
-    python = "`ovf py-bt` shows the Python line, `ovf py-locals` its locals, " if ring.header.snapshot_addr else ""
+    python = (
+        "`ovf py-bt` shows the Python line, `ovf py-locals` its locals, "
+        if ring.header.snapshot_addr
+        else ""
+    )
     out.append(f"ovf: {python}`ovf frames` the frames before, `continue` runs to the next event")
     return "\n".join(out) + "\n"

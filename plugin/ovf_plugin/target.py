@@ -17,7 +17,7 @@ class Target(abc.ABC):
 
     @abc.abstractmethod
     def kind(self):
-        """"live" (a running or stopped process), "core" (a core file), or "none"."""
+        """ "live" (a running or stopped process), "core" (a core file), or "none"."""
 
     @abc.abstractmethod
     def read_memory(self, address, size):

@@ -34,7 +34,12 @@ def named_core(core_flags, positional_core):
             break  # what follows is the program's own command line
         if a.startswith("-"):
             # options of gdb / lldb that take a value in the next argument
-            i += 2 if a in ("-ex", "-x", "-iex", "-ix", "-o", "-O", "-s", "-S", "-p", "--pid", "-e", "-cd") else 1
+            i += (
+                2
+                if a
+                in ("-ex", "-x", "-iex", "-ix", "-o", "-O", "-s", "-S", "-p", "--pid", "-e", "-cd")
+                else 1
+            )
             continue
         positional.append(a)
         i += 1
@@ -47,7 +52,11 @@ def open_unopened(path, why):
     if path is None or not os.path.isfile(path):
         return None
     target = CoreTarget(path)
-    cut = f", cut short: {target.size} of {target.expected_size} bytes" if target.size < target.expected_size else ""
+    cut = (
+        f", cut short: {target.size} of {target.expected_size} bytes"
+        if target.size < target.expected_size
+        else ""
+    )
     target.note = f"ovf: the debugger could not open {path} ({why}{cut}); ovf read it itself"
     return target
 

@@ -3,15 +3,48 @@ fixture runs one test body under gdb and LLDB). Everything else is in harness.py
 
 import pytest
 
-from harness import (BUILD, CUT_MARK, DEBUGGERS, GDB_SCRIPT, PACKAGE, PYTHON, SCRIPT, TIMEOUT, TOP,  # noqa: F401
-                     between, clean_env, reference_report, run_bounded, run_python, stop_summary)
+from harness import (
+    BUILD,
+    CUT_MARK,
+    DEBUGGERS,
+    GDB_SCRIPT,
+    PACKAGE,
+    PYTHON,
+    SCRIPT,
+    TIMEOUT,
+    TOP,  # noqa: F401
+    between,
+    clean_env,
+    reference_report,
+    run_bounded,
+    run_python,
+    stop_summary,
+)
 
-requires_gdb = pytest.mark.skipif(DEBUGGERS["gdb"].available() is not None, reason="gdb with Python is not installed")
+requires_gdb = pytest.mark.skipif(
+    DEBUGGERS["gdb"].available() is not None, reason="gdb with Python is not installed"
+)
 CUT = DEBUGGERS["gdb"].cut()  # a gdb command whose output marks where a command's output ends
 
 
-__all__ = ["BUILD", "CUT", "CUT_MARK", "GDB_SCRIPT", "PACKAGE", "PYTHON", "SCRIPT", "TIMEOUT", "TOP", "between",
-           "clean_env", "reference_report", "requires_gdb", "run_gdb", "run_python", "stop_summary"]
+__all__ = [
+    "BUILD",
+    "CUT",
+    "CUT_MARK",
+    "GDB_SCRIPT",
+    "PACKAGE",
+    "PYTHON",
+    "SCRIPT",
+    "TIMEOUT",
+    "TOP",
+    "between",
+    "clean_env",
+    "reference_report",
+    "requires_gdb",
+    "run_gdb",
+    "run_python",
+    "stop_summary",
+]
 
 
 def run_gdb(commands, args, cwd=None, timeout=TIMEOUT, env=None, load=True):

@@ -33,8 +33,12 @@ if not os.path.isfile(os.path.join(PACKAGE, "libovf_runtime.so")):
 
 def clean_env(**extra):
     """A minimal environment: nothing of the caller's PYTHONPATH or OVF_* leaks in."""
-    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8",
-           "OVF_PACKAGE_DIR": PACKAGE}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "LANG": "C.UTF-8",
+        "OVF_PACKAGE_DIR": PACKAGE,
+    }
     env.update(extra)
     return env
 
@@ -61,8 +65,15 @@ def _tree(pid):
 def run_bounded(argv, timeout=TIMEOUT, **kwargs):
     """stdout+stderr of `argv`; on timeout the whole process tree is killed (a debugger's
     inferior may hold the output pipe open) and the test fails with what was printed."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            text=True, start_new_session=True, **kwargs)
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+        **kwargs,
+    )
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -92,8 +103,18 @@ class Debugger:
     attach = ""  # how the plugin's messages name attaching: "gdb -p PID"
     list_breakpoints = ""
 
-    def run(self, commands, program=None, core=None, pid=None, cwd=None, env=None, timeout=TIMEOUT,
-            load=True, inferior_traceback=False):
+    def run(
+        self,
+        commands,
+        program=None,
+        core=None,
+        pid=None,
+        cwd=None,
+        env=None,
+        timeout=TIMEOUT,
+        load=True,
+        inferior_traceback=False,
+    ):
         """Runs `commands` in one batch-mode debugger with ovf loaded (unless not `load`) on
         `program` (argv), a `core` file of PYTHON, or the process `pid` (or on PYTHON alone);
         returns its output. Commands after a failing one still run."""
@@ -119,12 +140,26 @@ class Gdb(Debugger):
     def available(self):
         if shutil.which("gdb") is None:
             return "gdb is not installed"
-        out = subprocess.run(["gdb", "-batch", "-nx", "-ex", "python print('py-ok')"], capture_output=True,
-                             text=True, timeout=60)
+        out = subprocess.run(
+            ["gdb", "-batch", "-nx", "-ex", "python print('py-ok')"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         return None if "py-ok" in out.stdout else "gdb has no Python"
 
-    def run(self, commands, program=None, core=None, pid=None, cwd=None, env=None, timeout=TIMEOUT,
-            load=True, inferior_traceback=False):
+    def run(
+        self,
+        commands,
+        program=None,
+        core=None,
+        pid=None,
+        cwd=None,
+        env=None,
+        timeout=TIMEOUT,
+        load=True,
+        inferior_traceback=False,
+    ):
         argv = ["gdb", "-batch", "-nx", "-iex", "set debuginfod enabled off"]
         if load:
             argv += ["-x", GDB_SCRIPT]
@@ -150,7 +185,10 @@ class Gdb(Debugger):
 
     def stop_report(self, event):
         """A regex for the debugger's own report of a stop at ovf_stop_event(..., event)."""
-        return rf'Thread 1 "python3" hit Breakpoint 1, ovf_stop_event \(record=0x[0-9a-f]+, event={event}\)'
+        return (
+            r'Thread 1 "python3" hit Breakpoint 1, ovf_stop_event \(record=0x[0-9a-f]+,'
+            rf' event={event}\)'
+        )
 
     def exit_code(self, out):
         """The inferior's exit status as the debugger reported it, or None."""
@@ -181,13 +219,17 @@ class Gdb(Debugger):
     def breakpoint_listed(self, out, pending, enabled):
         """Whether `info breakpoints` listed breakpoint 1 on ovf_stop_event as asked."""
         where = r"<PENDING>\s+ovf_stop_event" if pending else r"0x[0-9a-f]+ in ovf_stop_event"
-        return re.search(rf"^1\s+breakpoint\s+keep {'y' if enabled else 'n'}\s+{where}", out, re.M) is not None
+        return (
+            re.search(rf"^1\s+breakpoint\s+keep {'y' if enabled else 'n'}\s+{where}", out, re.M)
+            is not None
+        )
 
     def no_breakpoints(self, out):
         return "No breakpoints or watchpoints." in out
 
     def search_path(self, old_dir, new_dir):
-        """The command that points the debugger at a library that moved from `old_dir` to `new_dir`."""
+        """The command that points the debugger at a library that moved from `old_dir` to
+        `new_dir`."""
         return f"set solib-search-path {new_dir}"
 
     def launcher(self, commands, program):
@@ -199,7 +241,12 @@ class Gdb(Debugger):
 
     def python_line(self, out, function, source):
         """Whether the Python stack (py_bt's output) has `function` in diverge.py at `source`."""
-        return re.search(rf'File ".*diverge.py", line \d+, in {function}\n    {re.escape(source)}', out) is not None
+        return (
+            re.search(
+                rf'File ".*diverge.py", line \d+, in {function}\n    {re.escape(source)}', out
+            )
+            is not None
+        )
 
 
 class Lldb(Debugger):
@@ -210,8 +257,11 @@ class Lldb(Debugger):
     # further through GCC's hot/cold-split functions) lldb_pystack.py reads CPython's frames.
     py_bt = ["bt", f"command script import {PYSTACK}", "script lldb_pystack.show(lldb.debugger)"]
     # LLDB's report of a stop at ovf_stop_event
-    HIT = re.compile(r"^\* thread #1, name = 'python3', stop reason = breakpoint 1\.1\n"
-                     r"    frame #0: 0x[0-9a-f]+ libovf_runtime\.so`ovf_stop_event", re.M)
+    HIT = re.compile(
+        r"^\* thread #1, name = 'python3', stop reason = breakpoint 1\.1\n"
+        r"    frame #0: 0x[0-9a-f]+ libovf_runtime\.so`ovf_stop_event",
+        re.M,
+    )
 
     def __init__(self, executable="lldb-19"):
         self.executable = executable
@@ -219,11 +269,23 @@ class Lldb(Debugger):
     def available(self):
         if shutil.which(self.executable) is None:
             return f"{self.executable} is not installed"
-        out = run_bounded([self.executable, "--no-lldbinit", "-b", "-o", "script print('py-' + 'ok')"], 60)
+        out = run_bounded(
+            [self.executable, "--no-lldbinit", "-b", "-o", "script print('py-' + 'ok')"], 60
+        )
         return None if "py-ok" in out else f"{self.executable} has no Python"
 
-    def run(self, commands, program=None, core=None, pid=None, cwd=None, env=None, timeout=TIMEOUT,
-            load=True, inferior_traceback=False):
+    def run(
+        self,
+        commands,
+        program=None,
+        core=None,
+        pid=None,
+        cwd=None,
+        env=None,
+        timeout=TIMEOUT,
+        load=True,
+        inferior_traceback=False,
+    ):
         # `lldb -b -o` stops at the first command that fails, whatever
         # interpreter.stop-command-source-on-error says; `command source -e false` goes on.
         with tempfile.NamedTemporaryFile("w", prefix="ovf-e2e-", suffix=".lldb", delete=False) as f:
@@ -243,12 +305,18 @@ class Lldb(Debugger):
         # The inferior writes straight into lldb's own stdout, as under gdb (by default
         # LLDB gives it a pseudo-terminal and copies its output when it gets to it):
         # /proc/$$/fd/1 is lldb's stdout once sh has exec'ed it.
-        shell = ('exec "$0" --no-lldbinit -b -O "settings set target.input-path /dev/null" '
-                 '-O "settings set target.output-path /proc/$$/fd/1" '
-                 '-O "settings set target.error-path /proc/$$/fd/1" "$@"')
+        shell = (
+            'exec "$0" --no-lldbinit -b -O "settings set target.input-path /dev/null" '
+            '-O "settings set target.output-path /proc/$$/fd/1" '
+            '-O "settings set target.error-path /proc/$$/fd/1" "$@"'
+        )
         try:
-            text = run_bounded(["sh", "-c", shell, self.executable, *argv], timeout, cwd=cwd,
-                               env=env or clean_env())
+            text = run_bounded(
+                ["sh", "-c", shell, self.executable, *argv],
+                timeout,
+                cwd=cwd,
+                env=env or clean_env(),
+            )
         finally:
             os.unlink(f.name)
         _check(text, inferior_traceback)
@@ -264,8 +332,10 @@ class Lldb(Debugger):
         return len(self.HIT.findall(out))
 
     def stop_report(self, event):
-        return (r"stop reason = breakpoint 1\.1\n    frame #0: 0x[0-9a-f]+ "
-                rf"libovf_runtime\.so`ovf_stop_event\(record=0x[0-9a-f]+, event={event}\)")
+        return (
+            r"stop reason = breakpoint 1\.1\n    frame #0: 0x[0-9a-f]+ "
+            rf"libovf_runtime\.so`ovf_stop_event\(record=0x[0-9a-f]+, event={event}\)"
+        )
 
     def exit_code(self, out):
         m = re.search(r"^Process \d+ exited with status = (\d+) ", out, re.M)
@@ -278,7 +348,9 @@ class Lldb(Debugger):
         return f"process save-core -s modified-memory {path}"  # the default style keeps only stacks
 
     def refuses_core(self, out):
-        return re.search(r"^error: (Unknown core file format|Unexpected EOF)", out, re.M) is not None
+        return (
+            re.search(r"^error: (Unknown core file format|Unexpected EOF)", out, re.M) is not None
+        )
 
     def poke_u32(self, symbol, offset, value):
         return f"memory write -s 4 -- '(char *)&{symbol} + {offset}' {value}"
@@ -293,7 +365,9 @@ class Lldb(Debugger):
         if pending:
             where = r"locations = 0 \(pending\)"
         else:
-            where = r"locations = 1, resolved = 1, hit count = 0" + ("" if enabled else r" Options: disabled")
+            where = r"locations = 1, resolved = 1, hit count = 0" + (
+                "" if enabled else r" Options: disabled"
+            )
         return re.search(rf"^1: name = 'ovf_stop_event', {where}", out, re.M) is not None
 
     def no_breakpoints(self, out):
@@ -310,9 +384,17 @@ class Lldb(Debugger):
 
     def python_line(self, out, function, source):
         # The stop is in ovf_stop_event, and CPython's own frames hold the forward's line.
-        return self.HIT.search(out) is not None and re.search(
-            r"^  \* frame #0: 0x[0-9a-f]+ libovf_runtime\.so`ovf_stop_event", out, re.M) is not None and \
-            re.search(rf'File ".*diverge.py", line \d+, in {function}\n    {re.escape(source)}', out) is not None
+        return (
+            self.HIT.search(out) is not None
+            and re.search(
+                r"^  \* frame #0: 0x[0-9a-f]+ libovf_runtime\.so`ovf_stop_event", out, re.M
+            )
+            is not None
+            and re.search(
+                rf'File ".*diverge.py", line \d+, in {function}\n    {re.escape(source)}', out
+            )
+            is not None
+        )
 
 
 DEBUGGERS = {"gdb": Gdb(), "lldb": Lldb()}
@@ -325,9 +407,18 @@ def abort_core(tmp_path, package_parent=None, args=DIVERGE):
         if f.read().strip() not in ("core", "core.%p"):
             pytest.skip("kernel cores do not go to the working directory here (core_pattern)")
     env = clean_env(PYTHONPATH=package_parent or os.path.join(BUILD, "python"))
-    out = subprocess.run(["sh", "-c", f"ulimit -c unlimited && exec {PYTHON} -m ovf --on-nan abort "
-                          f"{SCRIPT} {' '.join(args)}"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=TIMEOUT)
+    out = subprocess.run(
+        [
+            "sh",
+            "-c",
+            f"ulimit -c unlimited && exec {PYTHON} -m ovf --on-nan abort {SCRIPT} {' '.join(args)}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     assert out.returncode in (-signal.SIGABRT, 128 + signal.SIGABRT), out.stderr
     cores = [p for p in os.listdir(tmp_path) if p.startswith("core")]
     if not cores:
@@ -344,8 +435,14 @@ def between(text, start, end=CUT_MARK):
 
 
 def run_python(args, cwd=None, env=None, timeout=TIMEOUT):
-    out = subprocess.run([PYTHON, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                         env=env or clean_env(PYTHONPATH=os.path.join(BUILD, "python")))
+    out = subprocess.run(
+        [PYTHON, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=env or clean_env(PYTHONPATH=os.path.join(BUILD, "python")),
+    )
     return out
 
 
@@ -353,7 +450,7 @@ def reference_report(script_args):
     """What ovf.DebugUnderflowOverflow prints for the same run: (batch, module, report text)."""
     out = run_python([SCRIPT, "--reference", *script_args])
     assert "DebugUnderflowOverflow: inf/nan detected" in out.stderr, out.stderr
-    report = out.stdout[out.stdout.index("\nDetected inf/nan"):]
+    report = out.stdout[out.stdout.index("\nDetected inf/nan") :]
     batch = int(re.search(r"Detected inf/nan during batch_number=(\d+)", report).group(1))
     headers = re.findall(r"^ {17} (\S*) (\S+)$", report, re.M)
     return batch, headers[-1], report

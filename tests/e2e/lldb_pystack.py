@@ -87,7 +87,8 @@ def python_frames(debugger):
     process = target.GetProcess()
     tstate_type = target.FindFirstType("PyThreadState").GetPointerType()
     current = target.FindFirstGlobalVariable("_PyRuntime").GetValueForExpressionPath(
-        ".gilstate.tstate_current._value")
+        ".gilstate.tstate_current._value"
+    )
     frame = current.Cast(tstate_type).GetValueForExpressionPath("->cframe->current_frame")
     frames = []
     while frame.GetValueAsUnsigned() and len(frames) < MAX_FRAMES:
@@ -96,9 +97,17 @@ def python_frames(debugger):
         offset = frame.GetValueForExpressionPath("->prev_instr").GetValueAsUnsigned() - start
         table = _bytes(process, target, code.GetValueForExpressionPath("->co_linetable"), "bytes")
         first = code.GetValueForExpressionPath("->co_firstlineno").GetValueAsSigned()
-        frames.append((_bytes(process, target, code.GetValueForExpressionPath("->co_filename"), "str").decode(),
-                       addr2line(table, first, offset),
-                       _bytes(process, target, code.GetValueForExpressionPath("->co_name"), "str").decode()))
+        frames.append(
+            (
+                _bytes(
+                    process, target, code.GetValueForExpressionPath("->co_filename"), "str"
+                ).decode(),
+                addr2line(table, first, offset),
+                _bytes(
+                    process, target, code.GetValueForExpressionPath("->co_name"), "str"
+                ).decode(),
+            )
+        )
         frame = frame.GetValueForExpressionPath("->previous")
     return frames
 

@@ -13,9 +13,13 @@ from harness import PYTHON, SCRIPT, run_python
 
 RUN = ["--steps", "4"]  # finite throughout: only the armed trace and abort-after can stop it
 TRACE_START = "\n\n                  *** Starting batch number=1 ***\n"
-ABORT_MESSAGE = "ValueError: DebugUnderflowOverflow: aborting after 2 batches due to `abort_after_batch_num=1` arg"
+ABORT_MESSAGE = (
+    "ValueError: DebugUnderflowOverflow: aborting after 2 batches due to"
+    " `abort_after_batch_num=1` arg"
+)
 
-# diverge.py --reference calls ovf.DebugUnderflowOverflow(model); give that call the reference's knobs.
+# diverge.py --reference calls ovf.DebugUnderflowOverflow(model); give that call the
+# reference's knobs.
 _REFERENCE = """
 import functools, runpy, sys
 import ovf
@@ -43,7 +47,9 @@ def test_trace_batches_armed_before_run_prints_the_reference_trace(debugger):
     assert out[start:end] == ref.stdout
     trace = out[out.index(TRACE_START) : out.index("step 1 loss ")]
     assert trace.count("*** Starting batch number=") == 1
-    assert len(re.findall(r"^ {17} \S* ?\S+$", trace, re.M)) == 14  # 3 x (fc, amp, center, block), head, Net
+    assert (
+        len(re.findall(r"^ {17} \S* ?\S+$", trace, re.M)) == 14
+    )  # 3 x (fc, amp, center, block), head, Net
     assert out.count("*** Starting batch number=") == 1  # batch 1 only
 
 
@@ -51,13 +57,24 @@ def test_abort_after_armed_before_run_stops_at_the_end_of_that_batch(debugger):
     ref = reference_run(trace_batch_nums=[1], abort_after_batch_num=1)
     assert ref.returncode == 1 and ref.stderr.rstrip().endswith(ABORT_MESSAGE), ref.stderr
     # The inferior ends in a Python traceback of its own: that one is allowed.
-    out = debugger.run(["ovf trace-batches 1", "ovf abort-after 1", "run", *debugger.py_bt, "ovf status",
-                        "continue"], program=[PYTHON, SCRIPT, *RUN], inferior_traceback=True)
+    out = debugger.run(
+        [
+            "ovf trace-batches 1",
+            "ovf abort-after 1",
+            "run",
+            *debugger.py_bt,
+            "ovf status",
+            "continue",
+        ],
+        program=[PYTHON, SCRIPT, *RUN],
+        inferior_traceback=True,
+    )
     assert "ovf: armed: trace batches 1; stop after batch 1 (abort-after)\n" in out
     assert debugger.hits(out) == 1  # the traced frames did not stop
     # Up to the stop the inferior printed what the reference prints before raising: step 0's
     # loss, then every frame of batch 1 (the last one the root module's). The stop begins with
-    # gdb's "hit Breakpoint" line, or with ovf's summary under LLDB (which prints its own report after).
+    # gdb's "hit Breakpoint" line, or with ovf's summary under LLDB (which prints its own
+    # report after).
     summary_at = out.index("\novf: batch 1 finished") + 1
     stop_at = min(summary_at, debugger.HIT.search(out).start())
     assert out[out.index("step 0 loss ") : stop_at] == ref.stdout
@@ -66,7 +83,8 @@ def test_abort_after_armed_before_run_stops_at_the_end_of_that_batch(debugger):
     assert summary.startswith(
         "ovf: batch 1 finished (abort-after 1); `continue` raises the reference's ValueError\n"
         "abs min  abs max  metadata\n"
-        "                  head Linear    <- previous frame\n")
+        "                  head Linear    <- previous frame\n"
+    )
     # The root module's frame is the reference's last traced frame, at the stop as it was traced.
     last_frame = ref.stdout[ref.stdout.rindex("                   Net\n") :]
     assert ("                   Net    <- this frame\n" + last_frame.split("\n", 1)[1]) in summary
@@ -74,10 +92,17 @@ def test_abort_after_armed_before_run_stops_at_the_end_of_that_batch(debugger):
     # the script has not printed batch 1's loss.
     assert debugger.python_line(out, "main", "loss = model(data).pow(2).mean()"), out
     assert "step 1 loss" not in out
-    assert re.search(r"^detection: watching; batch 2; 28 frames, \d+ records written; the ring keeps 65536$",
-                     out, re.M)
-    assert re.search(r"^runtime: enabled, on event: continue, stops on: traced, abort_after, trace batches 1, "
-                     r"abort after batch 1$", out, re.M)
+    assert re.search(
+        r"^detection: watching; batch 2; 28 frames, \d+ records written; the ring keeps 65536$",
+        out,
+        re.M,
+    )
+    assert re.search(
+        r"^runtime: enabled, on event: continue, stops on: traced, abort_after, trace batches 1, "
+        r"abort after batch 1$",
+        out,
+        re.M,
+    )
     assert re.search(r"^last event: abort_after at record \d+, batch 1, ", out, re.M)
     # `continue`: the runtime raises the reference's ValueError, which ends the script.
     after = out[out.index("debugger: trace batches 1; stop after batch 1 (abort-after)\n") :]

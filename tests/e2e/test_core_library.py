@@ -30,7 +30,9 @@ def test_stripped_runtime(debugger, tmp_path):
     core, stdout = abort_core(tmp_path, package_parent=str(tmp_path / "pkg"))
     out = debugger.run(["ovf frames", debugger.cut()], core=core)
     assert "scanning" not in out and "was not found" not in out, out
-    assert stdout[stdout.index("Last 21 forward frames:") :].startswith(between(out, "Last 21 forward frames:"))
+    assert stdout[stdout.index("Last 21 forward frames:") :].startswith(
+        between(out, "Last 21 forward frames:")
+    )
 
 
 def test_moved_runtime(debugger, tmp_path):
@@ -40,8 +42,12 @@ def test_moved_runtime(debugger, tmp_path):
     os.rename(tmp_path / "pkg", tmp_path / "moved")  # as if the core went to another machine
     out = debugger.run(["ovf frames", debugger.cut()], core=core)
     # The ring is found by its header in the core's memory, and ovf says how.
-    assert re.search(r"^ovf: found the ring by scanning memory at 0x[0-9a-f]+ in \S*libovf_runtime\.so "
-                     r"\(no symbol ovf_state\)$", out, re.M), out
+    assert re.search(
+        r"^ovf: found the ring by scanning memory at 0x[0-9a-f]+ in \S*libovf_runtime\.so "
+        r"\(no symbol ovf_state\)$",
+        out,
+        re.M,
+    ), out
     assert f"ovf: the runtime library {library} was not found" in out, out
     assert report.startswith(between(out, "Last 21 forward frames:"))
     # Pointed at the library's new place, the debugger has the symbol again: no scan.

@@ -14,8 +14,12 @@ TRAIN = os.path.join(BUILD, "examples", "cpp", "train")
 SOURCE = os.path.join(TOP, "examples", "cpp", "train.cpp")
 HIT = re.compile(r'^Thread 1 "train" hit Breakpoint 1, ovf_stop_event \(', re.M)
 
-pytestmark = [requires_gdb, pytest.mark.skipif(not os.path.isfile(TRAIN),
-                                               reason=f"{TRAIN} is not built (cmake -DOVF_BUILD_EXAMPLES=ON)")]
+pytestmark = [
+    requires_gdb,
+    pytest.mark.skipif(
+        not os.path.isfile(TRAIN), reason=f"{TRAIN} is not built (cmake -DOVF_BUILD_EXAMPLES=ON)"
+    ),
+]
 
 
 def source_line(text):
@@ -29,27 +33,52 @@ def summary(out):
 
 
 def test_break_on_nan_stops_after_the_op_in_the_cpp_forward_with_its_locals():
-    out = run_gdb(["ovf break-on-nan", "run", CUT, "bt", CUT, "frame function StretchImpl::forward",
-                   "info locals", CUT, "kill"], ["--args", TRAIN])
-    assert summary(out) == "ovf: first non-finite value (nan) at batch 2, op aten::log in stretch, produced here"
+    out = run_gdb(
+        [
+            "ovf break-on-nan",
+            "run",
+            CUT,
+            "bt",
+            CUT,
+            "frame function StretchImpl::forward",
+            "info locals",
+            CUT,
+            "kill",
+        ],
+        ["--args", TRAIN],
+    )
+    assert (
+        summary(out)
+        == "ovf: first non-finite value (nan) at batch 2, op aten::log in stretch, produced here"
+    )
     assert len(HIT.findall(out)) == 1
     # batches 0 and 1 ran; the stop is inside batch 2's forward, before its loss
     assert "batch 1 loss" in out and "batch 2 loss" not in out
     # the stack: the stop hook, the op observer, the op, then the C++ forwards and main
     backtrace = between(out, "#0  ovf_stop_event")
-    functions = [re.sub(r"\([^()]*\)$", "", name)  # at::_ops::log::call(at::Tensor const&) -> ...::call
-                 for name in re.findall(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(.+?) \(", backtrace, re.M)]
+    functions = [
+        re.sub(r"\([^()]*\)$", "", name)  # at::_ops::log::call(at::Tensor const&) -> ...::call
+        for name in re.findall(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(.+?) \(", backtrace, re.M)
+    ]
     log_line = source_line("torch::log(scaled)")
     assert functions[0] == "ovf_stop_event"
     assert "at::_ops::log::call" in functions
-    assert functions.index("at::_ops::log::call") < functions.index("StretchImpl::forward") < \
-        functions.index("NetImpl::forward") < functions.index("main")
-    assert re.search(rf"StretchImpl::forward \(.*\) at {re.escape(SOURCE)}:{log_line}\n", backtrace), backtrace
+    assert (
+        functions.index("at::_ops::log::call")
+        < functions.index("StretchImpl::forward")
+        < functions.index("NetImpl::forward")
+        < functions.index("main")
+    )
+    assert re.search(
+        rf"StretchImpl::forward \(.*\) at {re.escape(SOURCE)}:{log_line}\n", backtrace
+    ), backtrace
     # the forward's frame: its line and its locals, alive (the tensor that went negative)
     frame = out.split("----8<----")[2]  # what `frame function` and `info locals` printed
     assert re.match(r"\n#\d+\s+0x[0-9a-f]+ in StretchImpl::forward \(", frame), frame
     assert f"{log_line}\t    torch::Tensor logged = torch::log(scaled);" in frame
-    assert re.search(r"^scaled = \{<at::TensorBase> = \{impl_ = \{target_ = 0x[0-9a-f]+\}\}", frame, re.M), frame
+    assert re.search(
+        r"^scaled = \{<at::TensorBase> = \{impl_ = \{target_ = 0x[0-9a-f]+\}\}", frame, re.M
+    ), frame
     assert re.search(r"^scope = \{pushed_ = true\}$", frame, re.M), frame
 
 
@@ -66,9 +95,14 @@ def test_continue_runs_to_the_end_the_debugger_handles_the_event():
 def test_module_filter_and_an_op_named_by_its_parameters():
     # the overflow: aten::addmm of the encoder's Linear, which has no ModuleScope: its
     # module comes from the parameters the op takes
-    out = run_gdb(["ovf break-on-nan --module 'enc*'", "run", CUT, "bt", CUT, "kill"],
-                  ["--args", TRAIN, "overflow"])
-    assert summary(out) == "ovf: first non-finite value (inf) at batch 2, op aten::addmm in encoder, produced here"
+    out = run_gdb(
+        ["ovf break-on-nan --module 'enc*'", "run", CUT, "bt", CUT, "kill"],
+        ["--args", TRAIN, "overflow"],
+    )
+    assert (
+        summary(out)
+        == "ovf: first non-finite value (inf) at batch 2, op aten::addmm in encoder, produced here"
+    )
     backtrace = between(out, "#0  ovf_stop_event")
     assert "at::_ops::addmm::call" in backtrace and "NetImpl::forward" in backtrace
     # a glob that matches no module where a NaN is produced: no stop at all

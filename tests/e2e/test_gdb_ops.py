@@ -9,7 +9,17 @@ import re
 
 import pytest
 
-from gdb_harness import BUILD, CUT, PYTHON, TOP, between, clean_env, requires_gdb, run_gdb, run_python
+from gdb_harness import (
+    BUILD,
+    CUT,
+    PYTHON,
+    TOP,
+    between,
+    clean_env,
+    requires_gdb,
+    run_gdb,
+    run_python,
+)
 
 CASES = os.path.join(TOP, "tests", "e2e", "scripts", "op_cases.py")
 
@@ -25,17 +35,34 @@ def stop(out):
 
 
 @requires_gdb
-@pytest.mark.parametrize("case,title,local", [
-    ("log", "non-finite value (nan) at batch 1, op aten::log in body, produced here", "moved"),
-    ("div", "non-finite value (inf) at batch 1, op aten::div in body, produced here", "denominator"),
-    ("exp", "non-finite value (inf) at batch 1, op aten::exp in body, produced here", "scaled"),
-])
+@pytest.mark.parametrize(
+    "case,title,local",
+    [
+        ("log", "non-finite value (nan) at batch 1, op aten::log in body, produced here", "moved"),
+        (
+            "div",
+            "non-finite value (inf) at batch 1, op aten::div in body, produced here",
+            "denominator",
+        ),
+        ("exp", "non-finite value (inf) at batch 1, op aten::exp in body, produced here", "scaled"),
+    ],
+)
 def test_ops_stop_after_the_producing_op_with_its_line_and_locals(case, title, local):
     # the innermost Python frame evaluating: the forward (py-up would skip it
     # when the op was an operator such as `/`, with no built-in call frame)
-    out = run_gdb(["ovf break-on-nan --ops", "run", "py-bt", CUT, "frame function _PyEval_EvalFrameDefault",
-                   "py-locals", CUT, "kill"],
-                  ["--args", PYTHON, CASES, case])
+    out = run_gdb(
+        [
+            "ovf break-on-nan --ops",
+            "run",
+            "py-bt",
+            CUT,
+            "frame function _PyEval_EvalFrameDefault",
+            "py-locals",
+            CUT,
+            "kill",
+        ],
+        ["--args", PYTHON, CASES, case],
+    )
     assert stop(out) == f"ovf: first {title}"
     assert out.count("hit Breakpoint 1, ") == 1
     backtrace = between(out, "Traceback (most recent call first):")
@@ -50,58 +77,114 @@ def test_ops_stop_after_the_producing_op_with_its_line_and_locals(case, title, l
 def test_multihead_attention_functional_out_proj_is_seen():
     # nn.MultiheadAttention runs its projections functionally (out_proj is not
     # called as a module): only the op observer sees inside it.
-    out = run_gdb(["ovf break-on-nan --ops", "run", "py-bt", CUT, "kill"], ["--args", PYTHON, CASES, "mha"])
+    out = run_gdb(
+        ["ovf break-on-nan --ops", "run", "py-bt", CUT, "kill"], ["--args", PYTHON, CASES, "mha"]
+    )
     title = stop(out)
-    assert re.fullmatch(r"ovf: first non-finite value \((nan|inf)\) at batch 1, op aten::bmm in body\.attn, "
-                        r"produced here", title), title
+    assert re.fullmatch(
+        r"ovf: first non-finite value \((nan|inf)\) at batch 1, op aten::bmm in body\.attn, "
+        r"produced here",
+        title,
+    ), title
     assert born_line("mha") in between(out, "Traceback (most recent call first):")
 
 
 @requires_gdb
 def test_carriers_are_skipped_by_default_and_shown_with_carriers():
-    out = run_gdb(["ovf break-on-nan --ops", "run", "continue", "kill"], ["--args", PYTHON, CASES, "log"])
+    out = run_gdb(
+        ["ovf break-on-nan --ops", "run", "continue", "kill"], ["--args", PYTHON, CASES, "log"]
+    )
     # after the log, the next producer is the log of the next batch: carriers in between do not stop
-    stops = re.findall(r"^ovf: (?:first )?non-finite value \((\w+)\) at batch (\d+), op (\S+) in (\S+), (.*)$",
-                       out, re.M)
-    assert stops == [("nan", "1", "aten::log", "body", "produced here"),
-                     ("nan", "2", "aten::log", "body", "produced here")]
-    out = run_gdb(["ovf break-on-nan --ops --carriers", "run", "continue", "kill"],
-                  ["--args", PYTHON, CASES, "log"])
-    stops = re.findall(r"^ovf: (?:first )?non-finite value \(\w+\) at batch \d+, op (\S+) in (\S+), (.*)$",
-                       out, re.M)
+    stops = re.findall(
+        r"^ovf: (?:first )?non-finite value \((\w+)\) at batch (\d+), op (\S+) in (\S+), (.*)$",
+        out,
+        re.M,
+    )
+    assert stops == [
+        ("nan", "1", "aten::log", "body", "produced here"),
+        ("nan", "2", "aten::log", "body", "produced here"),
+    ]
+    out = run_gdb(
+        ["ovf break-on-nan --ops --carriers", "run", "continue", "kill"],
+        ["--args", PYTHON, CASES, "log"],
+    )
+    stops = re.findall(
+        r"^ovf: (?:first )?non-finite value \(\w+\) at batch \d+, op (\S+) in (\S+), (.*)$",
+        out,
+        re.M,
+    )
     assert stops == [("aten::log", "body", "produced here"), ("aten::mul", "body", "carried in")]
 
 
 @requires_gdb
 def test_backward_nan_is_named_by_its_forward_op():
-    out = run_gdb(["ovf break-on-nan --backward", "run", "py-bt", CUT, "kill"], ["--args", PYTHON, CASES, "sqrt"])
-    assert re.search(r"^ovf: first non-finite value \(inf\) in the backward pass at batch 1, op aten::\w+ in body, "
-                     r"produced here$", out, re.M), out
+    out = run_gdb(
+        ["ovf break-on-nan --backward", "run", "py-bt", CUT, "kill"],
+        ["--args", PYTHON, CASES, "sqrt"],
+    )
+    assert re.search(
+        r"^ovf: first non-finite value \(inf\) in the backward pass at batch 1, op aten::\w+ in"
+        r" body, "
+        r"produced here$",
+        out,
+        re.M,
+    ), out
     # the forward line it differentiates, noted when the forward op ran
-    assert re.search(r"grad = aten::\w+ for aten::sqrt in body at op_cases\.py:56 in forward \(produced here\)"
-                     r"    <- this op$", out, re.M), out
+    assert re.search(
+        r"grad = aten::\w+ for aten::sqrt in body at op_cases\.py:56 in forward \(produced here\)"
+        r"    <- this op$",
+        out,
+        re.M,
+    ), out
     assert "loss.backward()" in between(out, "Traceback (most recent call first):")
 
 
 @requires_gdb
 def test_optimizer_step_that_writes_nan_stops_at_the_step():
-    out = run_gdb(["ovf break-on-nan", "run", "py-bt", CUT, "kill"], ["--args", PYTHON, CASES, "step"])
-    assert "ovf: first non-finite value (nan and inf) at batch 0" in out or \
-           "ovf: first non-finite value (inf) at batch 0" in out or \
-           "ovf: first non-finite value (nan) at batch 0" in out, out
-    assert re.search(r"^     optimizer\.step \(SGD\): body\.proj\.(weight|bias) abs max (inf|nan)", out, re.M), out
+    out = run_gdb(
+        ["ovf break-on-nan", "run", "py-bt", CUT, "kill"], ["--args", PYTHON, CASES, "step"]
+    )
+    assert (
+        "ovf: first non-finite value (nan and inf) at batch 0" in out
+        or "ovf: first non-finite value (inf) at batch 0" in out
+        or "ovf: first non-finite value (nan) at batch 0" in out
+    ), out
+    assert re.search(
+        r"^     optimizer\.step \(SGD\): body\.proj\.(weight|bias) abs max (inf|nan)", out, re.M
+    ), out
     assert born_line("step") in between(out, "Traceback (most recent call first):")
 
 
-@pytest.mark.parametrize("case,flag,line", [
-    ("log", "--ops", "ovf: the first non-finite value was produced by aten::log in body (batch 1)"),
-    ("sqrt", "--backward", "ovf: the first non-finite value was produced in the backward pass by aten::div, "
-                           "the gradient of aten::sqrt in body at op_cases.py:56 in forward (batch 1)"),
-    ("step", None, "ovf: the first non-finite value was written by optimizer.step (SGD) into body.proj.weight "
-                   "(after batch 0)"),
-])
+@pytest.mark.parametrize(
+    "case,flag,line",
+    [
+        (
+            "log",
+            "--ops",
+            "ovf: the first non-finite value was produced by aten::log in body (batch 1)",
+        ),
+        (
+            "sqrt",
+            "--backward",
+            (
+                "ovf: the first non-finite value was produced in the backward pass by aten::div, "
+                "the gradient of aten::sqrt in body at op_cases.py:56 in forward (batch 1)"
+            ),
+        ),
+        (
+            "step",
+            None,
+            (
+                "ovf: the first non-finite value was written by optimizer.step (SGD) into"
+                " body.proj.weight (after batch 0)"
+            ),
+        ),
+    ],
+)
 def test_the_python_report_names_the_same_origin(case, flag, line):
-    out = run_python(["-m", "ovf", *([flag] if flag else []), CASES, case],
-                     env=clean_env(PYTHONPATH=os.path.join(BUILD, "python")))
+    out = run_python(
+        ["-m", "ovf", *([flag] if flag else []), CASES, case],
+        env=clean_env(PYTHONPATH=os.path.join(BUILD, "python")),
+    )
     assert out.returncode == 1, out.stderr
     assert line in out.stdout.splitlines()

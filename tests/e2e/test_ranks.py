@@ -14,22 +14,39 @@ import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
-from ranks_harness import (BUILD, PYTHON, RANKS_SCRIPT, TIMEOUT, TOP, env, kill_group, rank_stdout,  # noqa: E402
-                           run, torchrun)
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python")
+)
+from ranks_harness import (
+    BUILD,
+    PYTHON,
+    RANKS_SCRIPT,
+    TIMEOUT,
+    TOP,
+    env,
+    kill_group,
+    rank_stdout,  # noqa: E402
+    run,
+    torchrun,
+)
 
 requires_gdb = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
 CUT = "----8<----"
 
 
 def test_only_the_rank_that_goes_non_finite_reports(tmp_path):
-    out = run(torchrun(2, tmp_path / "logs", "-m", "ovf", RANKS_SCRIPT, "--inf-at", "1:2"), env=env())
+    out = run(
+        torchrun(2, tmp_path / "logs", "-m", "ovf", RANKS_SCRIPT, "--inf-at", "1:2"), env=env()
+    )
     assert out.returncode != 0
     reported = rank_stdout(tmp_path / "logs", 1)
     assert reported.count("Detected inf/nan during batch_number=2\n") == 1, reported
-    frames = reported[reported.index("Last 21 forward frames:"):].rstrip("\n").splitlines()
-    assert frames[-3:] == ["                  blocks.1.amp Amplifier", "1.38e-02 8.82e-01 input[0]",
-                           "     inf      inf output"], frames[-3:]
+    frames = reported[reported.index("Last 21 forward frames:") :].rstrip("\n").splitlines()
+    assert frames[-3:] == [
+        "                  blocks.1.amp Amplifier",
+        "1.38e-02 8.82e-01 input[0]",
+        "     inf      inf output",
+    ], frames[-3:]
     assert "Detected inf/nan" not in rank_stdout(tmp_path / "logs", 0)
 
 
@@ -68,55 +85,120 @@ def test_wait_mode_stops_only_that_rank_and_its_attach_command_works(tmp_path):
     logs = tmp_path / "logs"
     launcher = subprocess.Popen(
         torchrun(2, logs, "-m", "ovf", "--on-nan", "wait", RANKS_SCRIPT, "--inf-at", "1:2"),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env(), start_new_session=True)
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env(),
+        start_new_session=True,
+    )
     try:
         waiting = _wait_for(logs, 1, "is waiting for a debugger", launcher)
         ranks = _children(launcher.pid)
         commands = re.findall(r"^    (gdb -p (\d+) -ex 'ovf frames')$", waiting, re.M)
         assert [int(pid) for _, pid in commands] == [ranks[1]], waiting
         host = socket.gethostname()
-        assert (f"ovf: rank 1 of 2 (process {ranks[1]} on {host}) is waiting for a debugger. "
-                f"Attach on {host} with one of:") in waiting
+        assert (
+            f"ovf: rank 1 of 2 (process {ranks[1]} on {host}) is waiting for a debugger. "
+            f"Attach on {host} with one of:"
+            in waiting
+        )
         command = commands[0][0]
         # Rank 0 does not wait for a debugger: it waits in the all_reduce of batch 2, for rank 1.
         rank0 = _wait_for(logs, 0, "rank 0 step 1 loss", launcher)
         time.sleep(1)
-        assert "waiting for a debugger" not in rank0 and "rank 0 step 2 " not in rank_stdout(logs, 0)
+        assert "waiting for a debugger" not in rank0 and "rank 0 step 2 " not in rank_stdout(
+            logs, 0
+        )
         assert launcher.poll() is None
 
         # The user's gdb loads ovf from ~/.gdbinit (gdb/gdbinit); the command is run as printed.
         home = tmp_path / "home"
         home.mkdir()
         (home / ".gdbinit").write_text(f"set debuginfod enabled off\nsource {TOP}/gdb/ovf-gdb.py\n")
-        gdb_env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8",
-                   "OVF_PACKAGE_DIR": os.path.join(BUILD, "python", "ovf")}
+        gdb_env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(home),
+            "LANG": "C.UTF-8",
+            "OVF_PACKAGE_DIR": os.path.join(BUILD, "python", "ovf"),
+        }
         rank1_core, rank0_core = tmp_path / "rank1.gcore", tmp_path / "rank0.gcore"
         gdb = subprocess.run(
-            shlex.split(command) + ["-batch", "-ex", f"echo {CUT}\\n", "-ex", "ovf status", "-ex", f"gcore {rank1_core}",
-                                    "-ex", "ovf break-on-nan --carriers", "-ex", "ovf release", "-ex", "continue", "-ex", "kill"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT,
-            env=gdb_env).stdout
+            shlex.split(command)
+            + [
+                "-batch",
+                "-ex",
+                f"echo {CUT}\\n",
+                "-ex",
+                "ovf status",
+                "-ex",
+                f"gcore {rank1_core}",
+                "-ex",
+                "ovf break-on-nan --carriers",
+                "-ex",
+                "ovf release",
+                "-ex",
+                "continue",
+                "-ex",
+                "kill",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=TIMEOUT,
+            env=gdb_env,
+        ).stdout
         assert "Traceback" not in gdb and "Python Exception" not in gdb, gdb
-        listing = gdb[gdb.index("Last 21 forward frames:"):gdb.index(CUT)]
+        listing = gdb[gdb.index("Last 21 forward frames:") : gdb.index(CUT)]
         assert listing in waiting  # what rank 1 printed before it waited
         assert f"process {ranks[1]} (rank 1 of 2, cpu), started" in gdb
-        assert re.search(r"^ovf: rank 1 of 2: non-finite value \(nan and inf\) at batch 2, frame \d+\n"
-                         r"     blocks\.1\.center \(Center\): output abs max nan", gdb, re.M), gdb
+        assert re.search(
+            r"^ovf: rank 1 of 2: non-finite value \(nan and inf\) at batch 2, frame \d+\n"
+            r"     blocks\.1\.center \(Center\): output abs max nan",
+            gdb,
+            re.M,
+        ), gdb
 
         # Rank 0 is still blocked in the all_reduce: a gcore of it has no non-finite value.
-        subprocess.run(["gdb", "-batch", "-nx", "-iex", "set debuginfod enabled off", "-p", str(ranks[0]),
-                        "-ex", f"gcore {rank0_core}"], stdin=subprocess.DEVNULL, capture_output=True,
-                       timeout=TIMEOUT, env=gdb_env)
-        post = subprocess.run([PYTHON, "-m", "ovf.postmortem", str(rank0_core), str(rank1_core), "--frames", "1"],
-                              capture_output=True, text=True, timeout=TIMEOUT, env=env())
+        subprocess.run(
+            [
+                "gdb",
+                "-batch",
+                "-nx",
+                "-iex",
+                "set debuginfod enabled off",
+                "-p",
+                str(ranks[0]),
+                "-ex",
+                f"gcore {rank0_core}",
+            ],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=TIMEOUT,
+            env=gdb_env,
+        )
+        post = subprocess.run(
+            [PYTHON, "-m", "ovf.postmortem", str(rank0_core), str(rank1_core), "--frames", "1"],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            env=env(),
+        )
         assert post.returncode == 0 and post.stderr == "", post.stderr
-        assert re.search(rf"^{re.escape(str(rank0_core))}: process {ranks[0]} \(rank 0 of 2, cpu\), batch \d+,",
-                         post.stdout, re.M), post.stdout
+        assert re.search(
+            rf"^{re.escape(str(rank0_core))}: process {ranks[0]} \(rank 0 of 2, cpu\), batch \d+,",
+            post.stdout,
+            re.M,
+        ), post.stdout
         assert f"{rank1_core}: process {ranks[1]} (rank 1 of 2, cpu), batch 2," in post.stdout
         tail = post.stdout.splitlines()[-4:]
-        assert re.fullmatch(rf"  rank 1 \({re.escape(str(rank1_core))}\)  \S+ \S+  record \d+, batch 2, "
-                            r"blocks\.1\.amp \(Amplifier\) output", tail[1]), tail
-        assert re.fullmatch(rf"  rank 0 \({re.escape(str(rank0_core))}\)  - +  no non-finite value", tail[2]), tail
+        assert re.fullmatch(
+            rf"  rank 1 \({re.escape(str(rank1_core))}\)  \S+ \S+  record \d+, batch 2, "
+            r"blocks\.1\.amp \(Amplifier\) output",
+            tail[1],
+        ), tail
+        assert re.fullmatch(
+            rf"  rank 0 \({re.escape(str(rank0_core))}\)  - +  no non-finite value", tail[2]
+        ), tail
         assert tail[3] == f"ovf: rank 1 ({rank1_core}) went non-finite first"
     finally:
         kill_group(launcher)

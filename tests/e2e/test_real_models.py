@@ -15,26 +15,40 @@ from harness import BUILD, PYTHON, TOP, clean_env, run_bounded
 
 SCRIPT = os.path.join(TOP, "tests", "e2e", "scripts", "real_models.py")
 HEALTHY = ["gpt_healthy", "mha_padding"]
-DIVERGING = ["gpt_log_loss", "attention_fp16", "resnet_batchnorm", "vit_adamw_eps0", "normalised_distance"]
+DIVERGING = [
+    "gpt_log_loss",
+    "attention_fp16",
+    "resnet_batchnorm",
+    "vit_adamw_eps0",
+    "normalised_distance",
+]
 # Where ovf and the oracle see an op at different levels of the dispatcher: ovf's
 # RecordFunction sees the op the program called (Tensor.half() is aten::to), the
 # dispatch mode sees what it becomes below autograd (aten::_to_copy).
 SAME_OP = {"aten::to": "aten::_to_copy"}
 # ovf names the buffer an op made non-finite; the oracle the op that wrote it.
 BUFFER_WRITERS = {"aten::native_batch_norm"}
-OVERFLOW_MESSAGE = ("DebugUnderflowOverflow: inf/nan detected, aborting as there is no point running further. "
-                    "Please scroll up above this traceback to see the activation values prior to this event.")
+OVERFLOW_MESSAGE = (
+    "DebugUnderflowOverflow: inf/nan detected, aborting as there is no point running further. "
+    "Please scroll up above this traceback to see the activation values prior to this event."
+)
 
 
 def run_case(case, *prefix):
-    env = clean_env(PYTHONPATH=os.path.join(BUILD, "python"), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    env = clean_env(
+        PYTHONPATH=os.path.join(BUILD, "python"), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"
+    )
     return run_bounded([PYTHON, *prefix, SCRIPT, case], timeout=300, env=env, cwd=TOP)
 
 
 def oracle(case):
     """(op, module, batch, line) of the oracle's verdict, or None."""
-    out = run_bounded([PYTHON, SCRIPT, case, "--oracle"], timeout=300, cwd=TOP,
-                      env=clean_env(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"))
+    out = run_bounded(
+        [PYTHON, SCRIPT, case, "--oracle"],
+        timeout=300,
+        cwd=TOP,
+        env=clean_env(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"),
+    )
     last = out.rstrip().splitlines()[-1]
     if last == "oracle: none":
         return None
@@ -45,9 +59,15 @@ def oracle(case):
 
 def python_mode_verdict(out):
     """(op or 'buffer NAME', module, batch, line) from python3 -m ovf's report and traceback."""
-    m = re.search(r"^ovf: the first non-finite value was (?:produced by (\S+) in (.+)|produced in the backward "
-                  r"pass by (\S+), the gradient of \S+ in (.+?) at real_models\.py:\d+ in \S+|written into the "
-                  r"buffer (\S+) by the forward of (.+)) \(batch (\d+)\)$", out, re.M)
+    m = re.search(
+        r"^ovf: the first non-finite value was (?:produced by (\S+) in (.+)|produced in the"
+        r" backward "
+        r"pass by (\S+), the gradient of \S+ in (.+?) at real_models\.py:\d+ in \S+|written into"
+        r" the "
+        r"buffer (\S+) by the forward of (.+)) \(batch (\d+)\)$",
+        out,
+        re.M,
+    )
     assert m, out
     op = m.group(1) or m.group(3) or f"buffer {m.group(5)}"
     module = m.group(2) or m.group(4) or m.group(6)
@@ -65,11 +85,14 @@ def agrees(ovf_verdict, truth):
     return same_op and (module, batch, line) == (t_module, t_batch, t_line)
 
 
-# Why each value was made, as ovf says it (diagnosis.cpp), checked against the case's own arithmetic.
+# Why each value was made, as ovf says it (diagnosis.cpp), checked against the case's own
+# arithmetic.
 WHY = {
     "gpt_log_loss": "aten::log of 32 zeros (-inf)",  # 4 x 8 picked probabilities underflowed to 0
     "attention_fp16": "aten::to to float16: input abs max 3.19e+07 > 65504",
-    "normalised_distance": "aten::div: the divisor has 1 zero: 0/0 in 1 element (nan)",  # sample 0 is zeros
+    "normalised_distance": (
+        "aten::div: the divisor has 1 zero: 0/0 in 1 element (nan)"
+    ),  # sample 0 is zeros
     # AdamW's denominator sqrt(v) + eps is 0 where a gradient was 0 (eps=0): 16 of them
     "vit_adamw_eps0": "aten::addcdiv_: the divisor has 16 zeros: 0/0 in 16 elements (nan)",
 }
@@ -92,8 +115,13 @@ def test_python_mode_names_what_the_oracle_names(case):
     # one event, one report, one error: raised where the value was made
     assert out.count("Detected inf/nan during batch_number=") == 1, out
     if case == "normalised_distance":  # a backward NaN names the forward line it differentiates
-        born = next(i for i, text in enumerate(open(SCRIPT), 1) if text.rstrip().endswith(f"# born: {case}"))
-        assert f"the gradient of aten::sqrt in no module at real_models.py:{born} in {case} (batch 1)" in out
+        born = next(
+            i for i, text in enumerate(open(SCRIPT), 1) if text.rstrip().endswith(f"# born: {case}")
+        )
+        assert (
+            f"the gradient of aten::sqrt in no module at real_models.py:{born} in {case} (batch 1)"
+            in out
+        )
     whys = [line for line in out.splitlines() if line.startswith("ovf: why: ")]
     assert whys == ([f"ovf: why: {WHY[case]}"] if case in WHY else []), out
     errors = [line for line in out.splitlines() if line.startswith("ovf.NonFiniteError: ")]

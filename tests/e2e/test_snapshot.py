@@ -13,30 +13,57 @@ PROGRAM = [PYTHON, SCRIPT, "gpt_log_loss"]
 
 def born_line():
     with open(SCRIPT) as f:
-        return next(i for i, text in enumerate(f, 1) if text.rstrip().endswith("# born: gpt_log_loss"))
+        return next(
+            i for i, text in enumerate(f, 1) if text.rstrip().endswith("# born: gpt_log_loss")
+        )
 
 
 def check_stack_and_locals(out):
     line = born_line()
     stack = between(out, "Traceback (most recent call first):")
     frames = re.findall(r'^  File "(.*)", line (\d+), in (\S+)(.*)$', stack, re.M)
-    assert frames[0] == (SCRIPT, str(line), "gpt_log_loss", "    <- the program's code (ovf py-locals)"), stack
+    assert frames[0] == (
+        SCRIPT,
+        str(line),
+        "gpt_log_loss",
+        "    <- the program's code (ovf py-locals)",
+    ), stack
     assert [f[2] for f in frames] == ["gpt_log_loss", "main", "<module>"]
     lines = between(out, "ovf: locals of gpt_log_loss").splitlines()
-    assert lines[:2] == [f'ovf: locals of gpt_log_loss ("{SCRIPT}", line {line}):', "abs min  abs max  metadata"]
+    assert lines[:2] == [
+        f'ovf: locals of gpt_log_loss ("{SCRIPT}", line {line}):',
+        "abs min  abs max  metadata",
+    ]
     # in the frame's order; the tensor log() was given holds only zeros (the softmax underflowed)
-    wanted = ["                  batch: int", "0.00e+00 1.00e+00 probs: Tensor float32[4, 8, 32] cpu",
-              "0.00e+00 0.00e+00 picked: Tensor float32[4, 8, 1] cpu"]
+    wanted = [
+        "                  batch: int",
+        "0.00e+00 1.00e+00 probs: Tensor float32[4, 8, 32] cpu",
+        "0.00e+00 0.00e+00 picked: Tensor float32[4, 8, 1] cpu",
+    ]
     assert [text for text in lines if text in wanted] == wanted, lines
     assert lines[-1] == "ovf: why: aten::log of 32 zeros (-inf)", lines
 
 
 def test_py_bt_and_py_locals_at_an_op_stop_live_and_from_a_core(debugger, tmp_path):
     core = tmp_path / "core.gpt"
-    out = debugger.run(["ovf break-on-nan --ops", "run", "ovf py-bt", debugger.cut(), "ovf py-locals probs picked batch",
-                        debugger.cut(), debugger.gcore(core), "kill"], program=PROGRAM, cwd=TOP)
+    out = debugger.run(
+        [
+            "ovf break-on-nan --ops",
+            "run",
+            "ovf py-bt",
+            debugger.cut(),
+            "ovf py-locals probs picked batch",
+            debugger.cut(),
+            debugger.gcore(core),
+            "kill",
+        ],
+        program=PROGRAM,
+        cwd=TOP,
+    )
     check_stack_and_locals(out)
-    out = debugger.run(["ovf py-bt", debugger.cut(), "ovf py-locals probs picked batch", debugger.cut()], core=core)
+    out = debugger.run(
+        ["ovf py-bt", debugger.cut(), "ovf py-locals probs picked batch", debugger.cut()], core=core
+    )
     check_stack_and_locals(out)
 
 
@@ -44,8 +71,12 @@ def test_postmortem_shows_the_snapshot(debugger, tmp_path):
     if debugger.name != "gdb":
         return  # one core is enough: ovf.postmortem reads it without a debugger
     core = tmp_path / "core.gpt"
-    debugger.run(["ovf break-on-nan --ops", "run", debugger.gcore(core), "kill"], program=PROGRAM, cwd=TOP)
+    debugger.run(
+        ["ovf break-on-nan --ops", "run", debugger.gcore(core), "kill"], program=PROGRAM, cwd=TOP
+    )
     out = run_python(["-m", "ovf.postmortem", "--python", "--frames", "0", str(core)])
     assert out.returncode == 0, out.stderr
     # the listing's two parts, cut where the e2e harness cuts a debugger's output
-    check_stack_and_locals(out.stdout.replace("ovf: locals of", "----8<----\novf: locals of") + "----8<----\n")
+    check_stack_and_locals(
+        out.stdout.replace("ovf: locals of", "----8<----\novf: locals of") + "----8<----\n"
+    )

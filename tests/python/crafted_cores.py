@@ -13,8 +13,29 @@ def core(segments, data):
     """An ET_CORE file whose PT_LOAD `segments` [(vaddr, file offset into `data`, size)]
     all read from the one `data` blob placed after the headers."""
     base = ELF_HEADER.size + PROGRAM_HEADER.size * len(segments)
-    out = bytearray(ELF_HEADER.pack(b"\x7fELF", 2, 1, 1, 0, 0, 4, 62, 1, 0, ELF_HEADER.size, 0, 0,
-                                    ELF_HEADER.size, PROGRAM_HEADER.size, len(segments), 64, 0, 0))
+    out = bytearray(
+        ELF_HEADER.pack(
+            b"\x7fELF",
+            2,
+            1,
+            1,
+            0,
+            0,
+            4,
+            62,
+            1,
+            0,
+            ELF_HEADER.size,
+            0,
+            0,
+            ELF_HEADER.size,
+            PROGRAM_HEADER.size,
+            len(segments),
+            64,
+            0,
+            0,
+        )
+    )
     for vaddr, offset, size in segments:
         out += PROGRAM_HEADER.pack(PT_LOAD, PF_RW, base + offset, vaddr, 0, size, size, 4096)
     return bytes(out + data)
@@ -24,10 +45,30 @@ def ring_header(names_index, names_arena, names_count, arena_used, records, writ
     """A valid layout-2 ring header (1024 bytes) of a single process on the CPU
     whose records and string table lie where the caller says."""
     h = bytearray(1024)
-    struct.pack_into("<QIIIIQQQQQQQIIII", h, 0, 0x474E49522D46564F, 2, 1024, 192, 64, records, write_seq, 0,
-                     2**64 - 1, 2**64 - 1, names_index, names_arena, names_count, names_count, arena_used,
-                     arena_used)
-    struct.pack_into("<iiiii", h, 96, 4242, -1, -1, 1, -1)  # pid, rank, local rank, world size, device
+    struct.pack_into(
+        "<QIIIIQQQQQQQIIII",
+        h,
+        0,
+        0x474E49522D46564F,
+        2,
+        1024,
+        192,
+        64,
+        records,
+        write_seq,
+        0,
+        2**64 - 1,
+        2**64 - 1,
+        names_index,
+        names_arena,
+        names_count,
+        names_count,
+        arena_used,
+        arena_used,
+    )
+    struct.pack_into(
+        "<iiiii", h, 96, 4242, -1, -1, 1, -1
+    )  # pid, rank, local rank, world size, device
     struct.pack_into("<I", h, 152, 0xFFFFFFFF)  # root_class_id: none
     return bytes(h)
 
@@ -45,9 +86,20 @@ def huge_name_arena(path):
     arena_at, index_at, records_at = 0x4000_0000, 0x2000_0000, 0x3000_0000
     index = struct.pack("<II", 0, (1 << 30) - 1) * 4  # four names, each claiming the whole arena
     records = frame_record(0, 1, 2).ljust(64 * 192, b"\0")  # one frame named by two of them
-    blob = ring_header(index_at, arena_at, 4, 1 << 30, records_at, 1) + index + records + b"A" * (1 << 20)
-    segments = [(0x1000_0000, 0, 1024), (index_at, 1024, len(index)), (records_at, 1024 + len(index), len(records))]
-    segments += [(arena_at + i * (1 << 20), 1024 + len(index) + len(records), 1 << 20) for i in range(1024)]
+    blob = (
+        ring_header(index_at, arena_at, 4, 1 << 30, records_at, 1)
+        + index
+        + records
+        + b"A" * (1 << 20)
+    )
+    segments = [
+        (0x1000_0000, 0, 1024),
+        (index_at, 1024, len(index)),
+        (records_at, 1024 + len(index), len(records)),
+    ]
+    segments += [
+        (arena_at + i * (1 << 20), 1024 + len(index) + len(records), 1 << 20) for i in range(1024)
+    ]
     with open(path, "wb") as f:
         f.write(core(segments, blob))
 
@@ -57,4 +109,6 @@ def endless_scan(path, segments=65534):
     same bytes, none holding a ring: a terabyte for a magic scan to read."""
     blob = b"\0" * (16 << 20)
     with open(path, "wb") as f:
-        f.write(core([(0x1_0000_0000 + i * (16 << 20), 0, 16 << 20) for i in range(segments)], blob))
+        f.write(
+            core([(0x1_0000_0000 + i * (16 << 20), 0, 16 << 20) for i in range(segments)], blob)
+        )

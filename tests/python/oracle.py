@@ -77,8 +77,14 @@ class Oracle:
 
     def expected_report(self):
         batch, frames, bad = self.detected
-        return ("".join(line + "\n" for line in bad) + f"\nDetected inf/nan during batch_number={batch}\n"
-                + f"Last {len(frames)} forward frames:\n{HEADER}\n" + "\n".join(frames) + "\n" + "\n\n\n")
+        return (
+            "".join(line + "\n" for line in bad)
+            + f"\nDetected inf/nan during batch_number={batch}\n"
+            + f"Last {len(frames)} forward frames:\n{HEADER}\n"
+            + "\n".join(frames)
+            + "\n"
+            + "\n\n\n"
+        )
 
     def remove(self):
         for h in self.handles:

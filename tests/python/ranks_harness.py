@@ -24,9 +24,15 @@ TIMEOUT = 180
 
 def env(**extra):
     """A minimal environment with the build's package; Gloo on the loopback only."""
-    out = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8",
-           "PYTHONPATH": os.path.join(BUILD, "python"), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
-           "GLOO_SOCKET_IFNAME": "lo"}
+    out = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": os.path.join(BUILD, "python"),
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "GLOO_SOCKET_IFNAME": "lo",
+    }
     out.update(extra)
     return out
 
@@ -39,14 +45,36 @@ def free_port():
 
 def torchrun(nproc, log_dir, *args):
     """The argv of a launch of `nproc` ranks on this host, 127.0.0.1 only."""
-    return [PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--master_addr", "127.0.0.1",
-            "--master_port", str(free_port()), "--log_dir", str(log_dir), "--redirects", "1", "--tee", "1", *args]
+    return [
+        PYTHON,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        str(nproc),
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(free_port()),
+        "--log_dir",
+        str(log_dir),
+        "--redirects",
+        "1",
+        "--tee",
+        "1",
+        *args,
+    ]
 
 
 def run(argv, timeout=TIMEOUT, **kwargs):
     """subprocess.run with stdout+stderr together; on timeout the process group dies."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, **kwargs)
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        **kwargs,
+    )
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -74,7 +102,7 @@ def rank_stdout(log_dir, rank):
 def rank_lines(launcher_output, rank):
     """The lines of local rank `rank` in the launcher's (prefixed) output."""
     prefix = f"[default{rank}]:"
-    return [line[len(prefix):] for line in launcher_output.splitlines() if line.startswith(prefix)]
+    return [line[len(prefix) :] for line in launcher_output.splitlines() if line.startswith(prefix)]
 
 
 def kernel_cores_here():

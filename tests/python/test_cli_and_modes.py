@@ -25,30 +25,45 @@ def child_env(**extra):
 
 
 def run(args, timeout=60, **env):
-    return subprocess.run([PYTHON] + args, capture_output=True, text=True, timeout=timeout,
-                          env=child_env(**env), cwd=env.pop("cwd", None) if "cwd" in env else None)
+    return subprocess.run(
+        [PYTHON] + args,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=child_env(**env),
+        cwd=env.pop("cwd", None) if "cwd" in env else None,
+    )
 
 
 def report_tail(stdout):
     """The frame lines of the last frame of the report."""
     lines = stdout.splitlines()
     start = lines.index("Detected inf/nan during batch_number=2")
-    return lines[start:start + 3], lines[-8:]
+    return lines[start : start + 3], lines[-8:]
 
 
 def test_python_m_ovf_raises_at_the_first_nan_like_the_reference():
     p = run(["-m", "ovf", SCRIPT], PYTHONPATH=PACKAGE_PARENT)
     assert p.returncode == 1
     head, _ = report_tail(p.stdout)
-    assert head == ["Detected inf/nan during batch_number=2", "Last 8 forward frames:",
-                    "abs min  abs max  metadata"]
+    assert head == [
+        "Detected inf/nan during batch_number=2",
+        "Last 8 forward frames:",
+        "abs min  abs max  metadata",
+    ]
     assert "batch 1 done\n" in p.stdout and "batch 2 done" not in p.stdout
     assert p.stdout.startswith("batch 0 done\nbatch 1 done\noutput has nans\n")
     # the last frame: Log's input finite, output NaN
     assert p.stdout.rstrip("\n").splitlines()[-3:] == [
-        " " * 18 + "1 Log", "2.97e+01 2.97e+01 input[0]", "     nan      nan output"]
-    assert p.stderr.rstrip().splitlines()[-1].startswith(
-        "ovf.NonFiniteError: DebugUnderflowOverflow: inf/nan detected")
+        " " * 18 + "1 Log",
+        "2.97e+01 2.97e+01 input[0]",
+        "     nan      nan output",
+    ]
+    assert (
+        p.stderr.rstrip()
+        .splitlines()[-1]
+        .startswith("ovf.NonFiniteError: DebugUnderflowOverflow: inf/nan detected")
+    )
 
 
 def test_warn_mode_reports_once_and_training_goes_on():
@@ -74,23 +89,35 @@ def test_bootstrap_is_inert_without_ovf_enable():
 def test_bootstrap_reports_bad_options_in_one_line_and_leaves_the_script_alone():
     p = run([SCRIPT], PYTHONPATH=BOOTSTRAP, OVF_ENABLE="1", OVF_MAX_FRAMES="many")
     assert p.returncode == 0
-    assert p.stderr.strip() == "ovf: not enabled: ovf: environment variable OVF_MAX_FRAMES must be an integer; " \
-                               "got 'many'"
+    assert (
+        p.stderr.strip()
+        == "ovf: not enabled: ovf: environment variable OVF_MAX_FRAMES must be an integer; "
+        "got 'many'"
+    )
 
 
 def test_cli_rejects_bad_arguments_in_one_line():
     p = run(["-m", "ovf", "--on-nan", "explode", SCRIPT], PYTHONPATH=PACKAGE_PARENT)
     assert p.returncode == 2 and "invalid choice: 'explode'" in p.stderr
     p = run(["-m", "ovf", "missing.py"], PYTHONPATH=PACKAGE_PARENT)
-    assert p.returncode == 2 and p.stderr.strip() == "ovf: cannot open script 'missing.py': no such file"
+    assert (
+        p.returncode == 2
+        and p.stderr.strip() == "ovf: cannot open script 'missing.py': no such file"
+    )
     p = run(["-m", "ovf", "--max-frames", "0", SCRIPT], PYTHONPATH=PACKAGE_PARENT)
     assert p.returncode == 2
     assert p.stderr.strip() == "ovf: --max-frames must be an integer from 1 to 4294967295; got 0"
 
 
 def test_abort_mode_dumps_a_core_with_the_ring(tmp_path):
-    p = subprocess.run([PYTHON, "-m", "ovf", "--on-nan", "abort", SCRIPT], capture_output=True, text=True,
-                       timeout=60, cwd=tmp_path, env=child_env(PYTHONPATH=PACKAGE_PARENT))
+    p = subprocess.run(
+        [PYTHON, "-m", "ovf", "--on-nan", "abort", SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=child_env(PYTHONPATH=PACKAGE_PARENT),
+    )
     assert p.returncode == -signal.SIGABRT
     assert "Detected inf/nan during batch_number=2" in p.stdout
     assert "aborting so that the kernel writes a core file" in p.stderr
@@ -110,7 +137,11 @@ def state_address(pid):
     with open(f"/proc/{pid}/maps") as f:
         for line in f:
             fields = line.split()
-            if len(fields) >= 6 and fields[5].endswith("libovf_runtime.so") and int(fields[2], 16) == 0:
+            if (
+                len(fields) >= 6
+                and fields[5].endswith("libovf_runtime.so")
+                and int(fields[2], 16) == 0
+            ):
                 base, path = int(fields[0].split("-")[0], 16), fields[5]
                 break
         else:
@@ -121,8 +152,13 @@ def state_address(pid):
 
 
 def test_wait_mode_prints_attach_commands_and_waits_for_release():
-    proc = subprocess.Popen([PYTHON, "-m", "ovf", "--on-nan", "wait", SCRIPT], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=child_env(PYTHONPATH=PACKAGE_PARENT))
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "ovf", "--on-nan", "wait", SCRIPT],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(PYTHONPATH=PACKAGE_PARENT),
+    )
     try:
         lines = []
         deadline = time.time() + 60

@@ -17,13 +17,19 @@ from elftools.elf.elffile import ELFFile
 TRAIN = os.path.join(BUILD, "examples", "cpp", "train")
 TIMEOUT = 120
 
-pytestmark = pytest.mark.skipif(not os.path.isfile(TRAIN),
-                                reason=f"{TRAIN} is not built (cmake -DOVF_BUILD_EXAMPLES=ON)")
+pytestmark = pytest.mark.skipif(
+    not os.path.isfile(TRAIN), reason=f"{TRAIN} is not built (cmake -DOVF_BUILD_EXAMPLES=ON)"
+)
 
 
 def env(**extra):
-    e = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8",
-         "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    e = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "LANG": "C.UTF-8",
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+    }
     e.update(extra)
     return e
 
@@ -34,8 +40,15 @@ def no_core_files():
 
 
 def train(*args, cwd=None, **extra):
-    return subprocess.run([TRAIN, *args], capture_output=True, text=True, timeout=TIMEOUT, env=env(**extra),
-                          cwd=cwd, preexec_fn=no_core_files)
+    return subprocess.run(
+        [TRAIN, *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=env(**extra),
+        cwd=cwd,
+        preexec_fn=no_core_files,
+    )
 
 
 def op_lines(report):
@@ -56,19 +69,27 @@ def test_raise_reports_the_producing_op_and_module_then_throws_at_next_batch():
     # the ops before it, named by a ModuleScope (stretch) or by the parameters they take
     assert "output = aten::mul in stretch" in ops
     assert "output = aten::addmm in encoder" in ops
-    assert "ovf: the first non-finite value was produced by aten::log in stretch (batch 2)\n" in stdout
+    assert (
+        "ovf: the first non-finite value was produced by aten::log in stretch (batch 2)\n" in stdout
+    )
     # the report comes at the op, before the loss of that batch is printed
     assert stdout.index("Detected inf/nan") < stdout.index("batch 2 loss")
-    assert out.stderr == ("ovf::NonFiniteError (batch 2): DebugUnderflowOverflow: inf/nan detected, aborting as "
-                          "there is no point running further. Please scroll up above this traceback to see the "
-                          "activation values prior to this event.\n")
+    assert (
+        out.stderr
+        == "ovf::NonFiniteError (batch 2): DebugUnderflowOverflow: inf/nan detected, aborting as "
+        "there is no point running further. Please scroll up above this traceback to see the "
+        "activation values prior to this event.\n"
+    )
 
 
 def test_an_op_without_a_module_scope_is_named_by_the_parameters_it_takes():
     out = train("overflow")
     assert out.returncode == 1, out.stderr
     assert op_lines(out.stdout)[-1] == "output = aten::addmm in encoder (produced here)"
-    assert "ovf: the first non-finite value was produced by aten::addmm in encoder (batch 2)\n" in out.stdout
+    assert (
+        "ovf: the first non-finite value was produced by aten::addmm in encoder (batch 2)\n"
+        in out.stdout
+    )
 
 
 def test_warn_reports_once_and_training_goes_on():
@@ -76,15 +97,24 @@ def test_warn_reports_once_and_training_goes_on():
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("Detected inf/nan") == 1
     assert re.findall(r"^batch (\d) loss", out.stdout, re.M) == ["0", "1", "2", "3", "4"]
-    assert "ovf: the first non-finite value was produced by aten::log in stretch (batch 2)\n" in out.stdout
+    assert (
+        "ovf: the first non-finite value was produced by aten::log in stretch (batch 2)\n"
+        in out.stdout
+    )
 
 
 def test_abort_reports_then_aborts():
     out = train(OVF_ENABLE="1", OVF_ON_NAN="abort")
     assert out.returncode == -signal.SIGABRT, (out.returncode, out.stderr)
-    assert "ovf: the first non-finite value was produced by aten::log in stretch (batch 2)\n" in out.stdout
+    assert (
+        "ovf: the first non-finite value was produced by aten::log in stretch (batch 2)\n"
+        in out.stdout
+    )
     assert "batch 2 loss" not in out.stdout  # it aborted at the op
-    assert "ovf: non-finite value detected; aborting so that the kernel writes a core file" in out.stderr
+    assert (
+        "ovf: non-finite value detected; aborting so that the kernel writes a core file"
+        in out.stderr
+    )
 
 
 def test_filters_from_the_environment():
@@ -101,13 +131,30 @@ def test_filters_from_the_environment():
     assert out.returncode == 1
 
 
-@pytest.mark.parametrize("name,value,message", [
-    ("OVF_ON_NAN", "bogus", "ovf: OVF_ON_NAN must be one of raise, warn, abort, wait, continue; got 'bogus'"),
-    ("OVF_STOP", "nan,foo", "ovf: OVF_STOP names values from nan, inf, above, below, traced, abort_after, "
-                            "producer_only, backward; got 'foo'"),
-    ("OVF_AFTER_BATCH", "x", "ovf: environment variable OVF_AFTER_BATCH must be an integer; got 'x'"),
-    ("OVF_MAX_FRAMES", "0", "ovf: OVF_MAX_FRAMES must be an integer >= 1; got '0'"),
-])
+@pytest.mark.parametrize(
+    "name,value,message",
+    [
+        (
+            "OVF_ON_NAN",
+            "bogus",
+            "ovf: OVF_ON_NAN must be one of raise, warn, abort, wait, continue; got 'bogus'",
+        ),
+        (
+            "OVF_STOP",
+            "nan,foo",
+            (
+                "ovf: OVF_STOP names values from nan, inf, above, below, traced, abort_after, "
+                "producer_only, backward; got 'foo'"
+            ),
+        ),
+        (
+            "OVF_AFTER_BATCH",
+            "x",
+            "ovf: environment variable OVF_AFTER_BATCH must be an integer; got 'x'",
+        ),
+        ("OVF_MAX_FRAMES", "0", "ovf: OVF_MAX_FRAMES must be an integer >= 1; got '0'"),
+    ],
+)
 def test_bad_environment_is_one_line(name, value, message):
     out = train(OVF_ENABLE="1", **{name: value})
     assert out.returncode == 2
@@ -119,18 +166,33 @@ def state_address(pid):
     with open(f"/proc/{pid}/maps") as f:
         for line in f:
             fields = line.split()
-            if len(fields) >= 6 and fields[5].endswith("libovf_runtime.so") and int(fields[2], 16) == 0:
+            if (
+                len(fields) >= 6
+                and fields[5].endswith("libovf_runtime.so")
+                and int(fields[2], 16) == 0
+            ):
                 base, path = int(fields[0].split("-")[0], 16), fields[5]
                 break
         else:
             raise AssertionError("libovf_runtime.so is not mapped")
     with open(path, "rb") as f:
-        return base + ELFFile(f).get_section_by_name(".dynsym").get_symbol_by_name("ovf_state")[0]["st_value"]
+        return (
+            base
+            + ELFFile(f)
+            .get_section_by_name(".dynsym")
+            .get_symbol_by_name("ovf_state")[0]["st_value"]
+        )
 
 
 def test_wait_prints_attach_commands_and_waits_inside_the_op_until_released():
-    proc = subprocess.Popen([TRAIN], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env(OVF_ENABLE="1", OVF_ON_NAN="wait"), preexec_fn=no_core_files)
+    proc = subprocess.Popen(
+        [TRAIN],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(OVF_ENABLE="1", OVF_ON_NAN="wait"),
+        preexec_fn=no_core_files,
+    )
     try:
         lines = []
         deadline = time.time() + TIMEOUT

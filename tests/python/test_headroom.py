@@ -10,8 +10,12 @@ from torch import nn
 import ovf
 from ovf import _ovf
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                                "plugin"))
+sys.path.insert(
+    0,
+    os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "plugin"
+    ),
+)
 from ovf_plugin import layout, report  # noqa: E402
 from ovf_plugin.frames import walk_back  # noqa: E402
 from ovf_plugin.proc_target import ProcTarget  # noqa: E402
@@ -22,7 +26,9 @@ def test_lines_carry_headroom_against_fp16():
     model = nn.Linear(4, 4, bias=False)
     with torch.no_grad():
         model.weight.copy_(torch.eye(4) * 2.0)
-    x = torch.tensor([[3.0e4, 1e-6, -2e-5, 0.0]])  # output 6e4: 0.92 of fp16's max; 2 values below 2^-14
+    x = torch.tensor(
+        [[3.0e4, 1e-6, -2e-5, 0.0]]
+    )  # output 6e4: 0.92 of fp16's max; 2 values below 2^-14
     debug = ovf.DebugUnderflowOverflow(model, on_nan="continue")
     _ovf.set_control(headroom_dtype=layout.HEADROOM_DTYPES["fp16"][0])
     try:

@@ -52,28 +52,49 @@ def frame_lines(make, x=None):
     lines = text.splitlines()
     start = lines.index(" " * 18 + "inner Odd")
     end = lines.index(" " * 19 + "Wrapper")
-    return lines[start + 1:end]
+    return lines[start + 1 : end]
 
 
-INPUTS = ["5.00e-01 4.00e+00 input[0]", "0.00e+00 1.00e+00 input[\"mask\"]", "     not a tensor input[\"scale\"]"]
+INPUTS = [
+    "5.00e-01 4.00e+00 input[0]",
+    "0.00e+00 1.00e+00 input[\"mask\"]",
+    "     not a tensor input[\"scale\"]",
+]
 
 
-@pytest.mark.parametrize("make,expected_outputs", [
-    (lambda x: x, ["5.00e-01 4.00e+00 output"]),
-    (lambda x: None, ["             None output"]),
-    (lambda x: 7, ["     not a tensor output"]),
-    (lambda x: {"logits": x, "loss": None, 3: "s"},
-     ["5.00e-01 4.00e+00 output[\"logits\"]", "             None output[\"loss\"]",
-      "     not a tensor output[3]"]),
-    (lambda x: collections.OrderedDict(a=x * 2), ["1.00e+00 8.00e+00 output[\"a\"]"]),
-    (lambda x: Result(x, aux=[x[0], (None,)]),
-     ["5.00e-01 4.00e+00 output.logits", "1.00e+00 2.00e+00 output.aux[0]", "             None output.aux[1][0]"]),
-    (lambda x: [x.t(), x[:, ::2]], ["5.00e-01 4.00e+00 output[0]", "5.00e-01 1.00e+00 output[1]"]),
-    (lambda x: x[:0], ["            empty output"]),
-    (lambda x: x.to(torch.complex64) * 1j, ["5.00e-01 4.00e+00 output"]),
-    (lambda x: x > 0, ["0.00e+00 1.00e+00 output"]),
-    (lambda x: torch.empty(2, device="meta"), ["          no data output"]),
-])
+@pytest.mark.parametrize(
+    "make,expected_outputs",
+    [
+        (lambda x: x, ["5.00e-01 4.00e+00 output"]),
+        (lambda x: None, ["             None output"]),
+        (lambda x: 7, ["     not a tensor output"]),
+        (
+            lambda x: {"logits": x, "loss": None, 3: "s"},
+            [
+                "5.00e-01 4.00e+00 output[\"logits\"]",
+                "             None output[\"loss\"]",
+                "     not a tensor output[3]",
+            ],
+        ),
+        (lambda x: collections.OrderedDict(a=x * 2), ["1.00e+00 8.00e+00 output[\"a\"]"]),
+        (
+            lambda x: Result(x, aux=[x[0], (None,)]),
+            [
+                "5.00e-01 4.00e+00 output.logits",
+                "1.00e+00 2.00e+00 output.aux[0]",
+                "             None output.aux[1][0]",
+            ],
+        ),
+        (
+            lambda x: [x.t(), x[:, ::2]],
+            ["5.00e-01 4.00e+00 output[0]", "5.00e-01 1.00e+00 output[1]"],
+        ),
+        (lambda x: x[:0], ["            empty output"]),
+        (lambda x: x.to(torch.complex64) * 1j, ["5.00e-01 4.00e+00 output"]),
+        (lambda x: x > 0, ["0.00e+00 1.00e+00 output"]),
+        (lambda x: torch.empty(2, device="meta"), ["          no data output"]),
+    ],
+)
 def test_output_structures(make, expected_outputs):
     assert frame_lines(make) == INPUTS + expected_outputs
 
@@ -84,6 +105,7 @@ def test_deep_nesting_is_capped_not_recursed_forever():
         for _ in range(50):
             v = (v,)
         return v
+
     lines = frame_lines(deep)
     assert lines[-1] == "     not a tensor output" + "[0]" * 8
 
@@ -170,22 +192,34 @@ def test_weight_stats_are_reused_until_the_parameter_changes():
 
 
 def test_bad_arguments_are_one_line_errors():
-    with pytest.raises(TypeError, match=r"^ovf.DebugUnderflowOverflow: model must be a torch.nn.Module; got str$"):
+    with pytest.raises(
+        TypeError, match=r"^ovf.DebugUnderflowOverflow: model must be a torch.nn.Module; got str$"
+    ):
         ovf.DebugUnderflowOverflow("model")
-    with pytest.raises(ovf.OptionError,
-                       match=r"^ovf: max_frames_to_save must be an integer from 1 to 4294967295; got 0$"):
+    with pytest.raises(
+        ovf.OptionError,
+        match=r"^ovf: max_frames_to_save must be an integer from 1 to 4294967295; got 0$",
+    ):
         ovf.DebugUnderflowOverflow(nn.Linear(1, 1), max_frames_to_save=0)
     with pytest.raises(ovf.OptionError, match=r"trace_batch_nums must be a list"):
         ovf.DebugUnderflowOverflow(nn.Linear(1, 1), trace_batch_nums="1,3")
-    with pytest.raises(ovf.OptionError,
-                       match=r"must hold batch numbers \(ints from 0 to 9223372036854775807\); got -1"):
+    with pytest.raises(
+        ovf.OptionError,
+        match=r"must hold batch numbers \(ints from 0 to 9223372036854775807\); got -1",
+    ):
         ovf.DebugUnderflowOverflow(nn.Linear(1, 1), trace_batch_nums=[-1])
-    with pytest.raises(ovf.OptionError,
-                       match=r"abort_after_batch_num must be None or an integer from 0 to 9223372036854775807"):
+    with pytest.raises(
+        ovf.OptionError,
+        match=r"abort_after_batch_num must be None or an integer from 0 to 9223372036854775807",
+    ):
         ovf.DebugUnderflowOverflow(nn.Linear(1, 1), abort_after_batch_num="3")
-    with pytest.raises(ovf.OptionError, match=r"on_nan must be one of raise, warn, abort, wait, continue"):
+    with pytest.raises(
+        ovf.OptionError, match=r"on_nan must be one of raise, warn, abort, wait, continue"
+    ):
         ovf.DebugUnderflowOverflow(nn.Linear(1, 1), on_nan="explode")
-    with pytest.raises(TypeError, match=r"^ovf.detect_overflow: var must be a torch.Tensor; got int$"):
+    with pytest.raises(
+        TypeError, match=r"^ovf.detect_overflow: var must be a torch.Tensor; got int$"
+    ):
         ovf.detect_overflow(5, "x")
 
 
@@ -193,6 +227,7 @@ def test_a_failing_user_forward_is_untouched():
     class Broken(nn.Module):
         def forward(self, x):
             raise RuntimeError("user bug")
+
     model = Broken()
     debug = ovf.DebugUnderflowOverflow(model)
     with pytest.raises(RuntimeError, match="^user bug$"):

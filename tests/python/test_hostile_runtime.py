@@ -29,43 +29,90 @@ def env(**extra):
 
 
 def python(code, timeout=60, **extra):
-    return subprocess.run([PYTHON, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=timeout, env=env(**extra))
+    return subprocess.run(
+        [PYTHON, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env(**extra),
+    )
 
 
-@pytest.mark.parametrize("option, message", [
-    ("--max-frames 99999999999", "ovf: --max-frames must be an integer from 1 to 4294967295; got 99999999999"),
-    ("--abort-after 100000000000000000000", "ovf: --abort-after must be None or an integer from 0 to "
-     "9223372036854775807; got 100000000000000000000"),
-    ("--ring-capacity -5", "ovf: --ring-capacity must be an integer from 64 to 1073741824 (records); got -5"),
-    ("--after-batch -5", "ovf: --after-batch must be a batch number (an integer from 0 to "
-     "9223372036854775807); got -5"),
-    ("--module " + "x" * 300, "ovf: --module holds at most 255 bytes (UTF-8); got 300"),
-    ("--wait-timeout -1", "ovf: --wait-timeout must be a number of seconds >= 0 (0: wait for ever); got -1.0"),
-])
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        (
+            "--max-frames 99999999999",
+            "ovf: --max-frames must be an integer from 1 to 4294967295; got 99999999999",
+        ),
+        (
+            "--abort-after 100000000000000000000",
+            (
+                "ovf: --abort-after must be None or an integer from 0 to "
+                "9223372036854775807; got 100000000000000000000"
+            ),
+        ),
+        (
+            "--ring-capacity -5",
+            "ovf: --ring-capacity must be an integer from 64 to 1073741824 (records); got -5",
+        ),
+        (
+            "--after-batch -5",
+            (
+                "ovf: --after-batch must be a batch number (an integer from 0 to "
+                "9223372036854775807); got -5"
+            ),
+        ),
+        ("--module " + "x" * 300, "ovf: --module holds at most 255 bytes (UTF-8); got 300"),
+        (
+            "--wait-timeout -1",
+            "ovf: --wait-timeout must be a number of seconds >= 0 (0: wait for ever); got -1.0",
+        ),
+    ],
+)
 def test_out_of_range_options_are_one_line_and_exit_2(option, message):
-    p = subprocess.run([PYTHON, "-m", "ovf", *option.split(), NAN_SCRIPT], capture_output=True, text=True,
-                       timeout=60, env=env())
+    p = subprocess.run(
+        [PYTHON, "-m", "ovf", *option.split(), NAN_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env(),
+    )
     assert (p.returncode, p.stderr, p.stdout) == (2, message + "\n", "")
 
 
 def test_a_bad_variable_is_named():
-    p = subprocess.run([PYTHON, "-m", "ovf", NAN_SCRIPT], capture_output=True, text=True, timeout=60,
-                       env=env(OVF_RING_CAPACITY="abc"))
-    assert (p.returncode, p.stderr) == (2, "ovf: environment variable OVF_RING_CAPACITY must be an integer; "
-                                           "got 'abc'\n")
+    p = subprocess.run(
+        [PYTHON, "-m", "ovf", NAN_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env(OVF_RING_CAPACITY="abc"),
+    )
+    assert (p.returncode, p.stderr) == (
+        2,
+        "ovf: environment variable OVF_RING_CAPACITY must be an integer; got 'abc'\n",
+    )
 
 
 def test_a_refused_bootstrap_option_leaves_ovf_off_for_real():
     bootstrap = os.path.join(PACKAGE_PARENT, "ovf", "_bootstrap")
-    p = subprocess.run([PYTHON, NAN_SCRIPT], capture_output=True, text=True, timeout=60,
-                       env=env(PYTHONPATH=bootstrap, OVF_ENABLE="1", OVF_MODULE="m" * 300))
-    assert p.stderr == "ovf: not enabled: ovf: OVF_MODULE holds at most 255 bytes (UTF-8); got 300\n"
+    p = subprocess.run(
+        [PYTHON, NAN_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env(PYTHONPATH=bootstrap, OVF_ENABLE="1", OVF_MODULE="m" * 300),
+    )
+    assert (
+        p.stderr == "ovf: not enabled: ovf: OVF_MODULE holds at most 255 bytes (UTF-8); got 300\n"
+    )
     assert p.returncode == 0 and "training finished" in p.stdout and "Detected" not in p.stdout
 
 
 def test_the_drop_in_takes_what_the_reference_takes_and_leaves_no_hooks_on_refusal():
-    p = python(f"""
+    p = python(
+        f"""
         import torch, ovf
         from torch import nn
         model = nn.Sequential(nn.Linear(2, 2))
@@ -77,7 +124,8 @@ def test_the_drop_in_takes_what_the_reference_takes_and_leaves_no_hooks_on_refus
         d = ovf.DebugUnderflowOverflow(model, trace_batch_nums=list(range(40)))
         for batch in range(40):
             model(torch.ones(1, 2))
-    """)
+    """
+    )
     assert p.returncode == 0, p.stderr
     assert "refused: ovf: optimizers must be False, True or 'state'; got 'sometimes'" in p.stdout
     assert "hooks left: 0" in p.stdout
@@ -87,20 +135,23 @@ def test_the_drop_in_takes_what_the_reference_takes_and_leaves_no_hooks_on_refus
 
 
 def test_int8_minimum_prints_as_the_reference_prints_it():
-    p = python("""
+    p = python(
+        """
         import torch
         from ovf import _ovf
         x = torch.tensor([-128, 3, -7], dtype=torch.int8)
         s = _ovf.stats(x)
         print(_ovf.format_8_2e(s["abs_min"]), _ovf.format_8_2e(s["abs_max"]))
         print(f"{x.abs().min():8.2e} {x.abs().max():8.2e}")
-    """)
+    """
+    )
     ovf_line, reference_line = p.stdout.splitlines()
     assert ovf_line == reference_line == "-1.28e+02 7.00e+00"
 
 
 def test_a_forked_worker_names_its_own_pid():
-    p = python("""
+    p = python(
+        """
         import ctypes, os, ovf
         from ovf import _ovf
         state = _ovf.state_address()
@@ -111,7 +162,8 @@ def test_a_forked_worker_names_its_own_pid():
             os._exit(0 if pid() == os.getpid() != parent else 1)
         _, status = os.waitpid(child, 0)
         print(parent == os.getpid(), os.waitstatus_to_exitcode(status))
-    """)
+    """
+    )
     assert p.stdout.split() == ["True", "0"], p.stderr
 
 
@@ -141,7 +193,9 @@ def test_models_nest_as_deep_under_ovf_as_without():
         print(deepest())
     """
     plain = python(code.format(parent=PACKAGE_PARENT, setup=""))
-    watched = python(code.format(parent=PACKAGE_PARENT, setup="import ovf._auto; ovf._auto.enable()"))
+    watched = python(
+        code.format(parent=PACKAGE_PARENT, setup="import ovf._auto; ovf._auto.enable()")
+    )
     assert plain.returncode == watched.returncode == 0, plain.stderr + watched.stderr
     assert int(watched.stdout) >= int(plain.stdout) - 20, (plain.stdout, watched.stdout)
 
@@ -167,13 +221,21 @@ def test_a_stray_release_does_not_skip_the_wait_and_the_timeout_ends_it():
     p = python(WAIT_SCRIPT.format(timeout=1.0))
     took = time.monotonic() - started
     assert p.returncode == 0, p.stderr
-    assert "ovf: no debugger released the process within 1.0 s (--wait-timeout); training goes on" in p.stdout
+    assert (
+        "ovf: no debugger released the process within 1.0 s (--wait-timeout); training goes on"
+        in p.stdout
+    )
     assert "went on" in p.stdout and took >= 1.0
 
 
 def test_ctrl_c_ends_the_wait():
-    proc = subprocess.Popen([PYTHON, "-c", textwrap.dedent(WAIT_SCRIPT.format(timeout=0))], env=env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [PYTHON, "-c", textwrap.dedent(WAIT_SCRIPT.format(timeout=0))],
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         out = ""
         deadline = time.monotonic() + 30
@@ -192,7 +254,8 @@ def test_ctrl_c_ends_the_wait():
 
 def test_a_debugger_that_is_gone_hands_events_back_to_the_process():
     # on_event CONTINUE as `ovf break-on-nan` writes it, and no tracer: the process's own warn acts
-    p = python("""
+    p = python(
+        """
         import torch, ovf
         from torch import nn
         from ovf import _ovf
@@ -201,7 +264,8 @@ def test_a_debugger_that_is_gone_hands_events_back_to_the_process():
         _ovf.set_control(on_event=_ovf.ON_EVENT["continue"])
         model(torch.tensor([[float("nan"), 1.0]]))
         print("on_event now:", _ovf.control()["on_event"])
-    """)
+    """
+    )
     assert p.returncode == 0, p.stderr
     assert "Detected inf/nan during batch_number=0" in p.stdout
     assert "on_event now: warn" in p.stdout

@@ -12,8 +12,12 @@ from torch import nn
 import ovf
 from ovf import _options, _ovf
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                                "plugin"))
+sys.path.insert(
+    0,
+    os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "plugin"
+    ),
+)
 from ovf_plugin import layout  # noqa: E402
 from ovf_plugin.proc_target import ProcTarget  # noqa: E402
 from ovf_plugin.ring import locate  # noqa: E402
@@ -63,16 +67,26 @@ def run_model(model, x, **options):
 def test_the_producing_op_is_named_with_its_module_and_downstream_ops_are_carriers():
     torch.manual_seed(0)
     _, ring, records = run_model(Model(), torch.ones(2, 3), ops=True)
-    ops = [(ring.text(r.name_id), ring.text(r.context_id), r.flags & (layout.FLAG_PRODUCER | layout.FLAG_CARRIER))
-           for r in records if r.kind == layout.KIND_OP_OUTPUT and r.flags & layout.FLAG_NONFINITE]
+    ops = [
+        (
+            ring.text(r.name_id),
+            ring.text(r.context_id),
+            r.flags & (layout.FLAG_PRODUCER | layout.FLAG_CARRIER),
+        )
+        for r in records
+        if r.kind == layout.KIND_OP_OUTPUT and r.flags & layout.FLAG_NONFINITE
+    ]
     assert ops[0] == ("aten::log", "feat", layout.FLAG_PRODUCER)
     assert ("aten::mul", "feat", layout.FLAG_CARRIER) in ops
     # one call, one record: nn.Linear's aten::linear returns what its inner addmm
     # made, so the record is linear's (the op the module called)
     assert ("aten::linear", "head", layout.FLAG_CARRIER) in ops
     assert not any(name == "aten::addmm" for name, _, _ in ops)
-    frames = {ring.text(r.name_id): r.flags & (layout.FLAG_PRODUCER | layout.FLAG_CARRIER)
-              for r in records if r.kind == layout.KIND_FRAME}
+    frames = {
+        ring.text(r.name_id): r.flags & (layout.FLAG_PRODUCER | layout.FLAG_CARRIER)
+        for r in records
+        if r.kind == layout.KIND_FRAME
+    }
     # feat made the NaN inside its forward, by an op (aten::log): with ops seen, the
     # op is the producer and feat neither; head got it in; the root neither
     assert frames == {"feat.lin": 0, "feat": 0, "head": layout.FLAG_CARRIER, "": 0}
@@ -107,9 +121,15 @@ def test_in_place_ops_are_judged_before_they_overwrite_their_input():
             return y.mul_(2)  # carries it, in place
 
     _, ring, records = run_model(InPlace(), torch.tensor([-1.0, 2.0]), ops=True)
-    nonfinite = [(ring.text(r.name_id), r.flags & (layout.FLAG_PRODUCER | layout.FLAG_CARRIER))
-                 for r in records if r.kind == layout.KIND_OP_OUTPUT and r.flags & layout.FLAG_NONFINITE]
-    assert nonfinite[:2] == [("aten::log_", layout.FLAG_PRODUCER), ("aten::mul_", layout.FLAG_CARRIER)]
+    nonfinite = [
+        (ring.text(r.name_id), r.flags & (layout.FLAG_PRODUCER | layout.FLAG_CARRIER))
+        for r in records
+        if r.kind == layout.KIND_OP_OUTPUT and r.flags & layout.FLAG_NONFINITE
+    ]
+    assert nonfinite[:2] == [
+        ("aten::log_", layout.FLAG_PRODUCER),
+        ("aten::mul_", layout.FLAG_CARRIER),
+    ]
 
 
 def test_uninitialised_memory_and_views_are_not_reported():
@@ -139,8 +159,13 @@ def test_backward_ops_are_named_by_their_forward_op_and_module():
     finally:
         debug.remove()
     ring = ring_now()
-    grads = [r for r in records_since(ring, start)
-             if r.kind == layout.KIND_OP_OUTPUT and r.flags & layout.FLAG_BACKWARD and r.flags & layout.FLAG_NONFINITE]
+    grads = [
+        r
+        for r in records_since(ring, start)
+        if r.kind == layout.KIND_OP_OUTPUT
+        and r.flags & layout.FLAG_BACKWARD
+        and r.flags & layout.FLAG_NONFINITE
+    ]
     assert grads, "no non-finite backward op recorded"
     first = grads[0]
     assert (ring.text(first.aux_id), ring.text(first.context_id)) == ("aten::sqrt", "")
@@ -214,10 +239,19 @@ def test_module_output_gradients_are_recorded_by_module():
     finally:
         debug.remove()
     ring = ring_now()
-    grads = [(ring.text(r.name_id), ring.text(r.label_id), bool(r.flags & layout.FLAG_NONFINITE))
-             for r in records_since(ring, start) if r.kind == layout.KIND_GRAD]
+    grads = [
+        (ring.text(r.name_id), ring.text(r.label_id), bool(r.flags & layout.FLAG_NONFINITE))
+        for r in records_since(ring, start)
+        if r.kind == layout.KIND_GRAD
+    ]
     # SqrtOfZero's output is the root's too (one tensor, recorded under one of
     # them, finite); then the Linear's output gradient, the first non-finite one
     assert grads[-1] == ("0", "grad output", True)
-    assert {name for name, _, _ in grads[:-1]} <= {"", "1"} and not any(bad for _, _, bad in grads[:-1])
-    assert all(r.flags & layout.FLAG_BACKWARD for r in records_since(ring, start) if r.kind == layout.KIND_GRAD)
+    assert {name for name, _, _ in grads[:-1]} <= {"", "1"} and not any(
+        bad for _, _, bad in grads[:-1]
+    )
+    assert all(
+        r.flags & layout.FLAG_BACKWARD
+        for r in records_since(ring, start)
+        if r.kind == layout.KIND_GRAD
+    )

@@ -42,9 +42,16 @@ print(json.dumps(result))
 
 
 def run_child(capacity):
-    env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"), OVF_RING_CAPACITY=str(capacity))
-    out = subprocess.run([sys.executable, "-c", f"TOP = {TOP!r}\n" + CHILD], env=env, capture_output=True,
-                         text=True, timeout=120)
+    env = dict(
+        os.environ, PYTHONPATH=os.path.join(BUILD, "python"), OVF_RING_CAPACITY=str(capacity)
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", f"TOP = {TOP!r}\n" + CHILD],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.splitlines()[-1])
 
@@ -56,4 +63,6 @@ def test_plugin_prints_what_the_runtime_prints(capacity):
     for runtime, plugin in result["listings"]:
         assert plugin == runtime
     if capacity == 64:
-        assert result["listings"][-1][0].count("\n                  ") < 64  # really cut by the wrap
+        assert (
+            result["listings"][-1][0].count("\n                  ") < 64
+        )  # really cut by the wrap

@@ -13,7 +13,17 @@ import subprocess
 
 import pytest
 
-from ranks_harness import BUILD, PYTHON, RANKS_SCRIPT, TOP, env, kernel_cores_here, rank_stdout, run, torchrun
+from ranks_harness import (
+    BUILD,
+    PYTHON,
+    RANKS_SCRIPT,
+    TOP,
+    env,
+    kernel_cores_here,
+    rank_stdout,
+    run,
+    torchrun,
+)
 
 DIVERGE = os.path.join(TOP, "tests", "e2e", "scripts", "diverge.py")
 CLOCK = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{9}"
@@ -22,8 +32,14 @@ NO_RING = "no ovf ring in this core file (no symbol ovf_state, and no ring heade
 
 
 def postmortem(*args, cwd=None):
-    return subprocess.run([PYTHON, "-m", "ovf.postmortem", *map(str, args)], capture_output=True, text=True,
-                          timeout=120, env=env(), cwd=cwd)
+    return subprocess.run(
+        [PYTHON, "-m", "ovf.postmortem", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env(),
+        cwd=cwd,
+    )
 
 
 def _core_in(directory):
@@ -42,14 +58,33 @@ def two_ranks(tmp_path_factory):
     if why:
         pytest.skip(why)
     top = tmp_path_factory.mktemp("two_ranks")
-    out = run(torchrun(2, top / "logs", "-m", "ovf", "--on-nan", "abort", RANKS_SCRIPT, "--inf-at", "1:2",
-                       "--inf-at", "0:2:1", "--rank-dirs", top / "ranks"), env=env())
+    out = run(
+        torchrun(
+            2,
+            top / "logs",
+            "-m",
+            "ovf",
+            "--on-nan",
+            "abort",
+            RANKS_SCRIPT,
+            "--inf-at",
+            "1:2",
+            "--inf-at",
+            "0:2:1",
+            "--rank-dirs",
+            top / "ranks",
+        ),
+        env=env(),
+    )
     assert out.returncode != 0, out.stdout
-    return {rank: (_core_in(top / "ranks" / f"rank{rank}"), rank_stdout(top / "logs", rank)) for rank in (0, 1)}
+    return {
+        rank: (_core_in(top / "ranks" / f"rank{rank}"), rank_stdout(top / "logs", rank))
+        for rank in (0, 1)
+    }
 
 
 def _listing(text):
-    return text[text.index("Last 21 forward frames:"):]
+    return text[text.index("Last 21 forward frames:") :]
 
 
 def test_each_rank_core_lists_the_frames_the_rank_reported(two_ranks):
@@ -57,8 +92,10 @@ def test_each_rank_core_lists_the_frames_the_rank_reported(two_ranks):
         out = postmortem(core)
         assert out.returncode == 0 and out.stderr == "", out.stderr
         lines = out.stdout.splitlines()
-        assert re.fullmatch(rf"{re.escape(core)}: process \d+ \(rank {rank} of 2, cpu\), batch 2, \d+ frames",
-                            lines[0]), lines[0]
+        assert re.fullmatch(
+            rf"{re.escape(core)}: process \d+ \(rank {rank} of 2, cpu\), batch 2, \d+ frames",
+            lines[0],
+        ), lines[0]
         assert re.fullmatch(rf"first non-finite: {FIRST}, at {CLOCK}", lines[1]), lines[1]
         # The same frames as the report the rank printed before it aborted.
         assert _listing(printed).startswith(_listing(out.stdout)), out.stdout
@@ -73,8 +110,12 @@ def test_both_cores_are_listed_and_the_first_rank_is_named(two_ranks):
         tail = out.stdout.splitlines()[-4:]
         assert tail[0] == "ovf: first non-finite value of each core, earliest first:"
         w = max(len(f"rank 0 ({core0})"), len(f"rank 1 ({core1})"))
-        assert re.fullmatch(rf"  {re.escape(f'rank 1 ({core1})'):<{w}}  {CLOCK}  {FIRST}", tail[1]), tail
-        later = re.fullmatch(rf"  {re.escape(f'rank 0 ({core0})')} *  \+(\d+\.\d{{6}}) s +  {FIRST}", tail[2])
+        assert re.fullmatch(
+            rf"  {re.escape(f'rank 1 ({core1})'):<{w}}  {CLOCK}  {FIRST}", tail[1]
+        ), tail
+        later = re.fullmatch(
+            rf"  {re.escape(f'rank 0 ({core0})')} *  \+(\d+\.\d{{6}}) s +  {FIRST}", tail[2]
+        )
         assert later and 0.9 < float(later.group(1)) < 30, tail  # rank 0 waited 1 s into batch 2
         assert tail[3] == f"ovf: rank 1 ({core1}) went non-finite first"
 
@@ -90,7 +131,12 @@ def test_json_gives_the_order_and_each_first_nonfinite_value(two_ranks):
         assert (entry["rank"], entry["world_size"], entry["batch"]) == (rank, 2, 2)
         first = entry["first_nonfinite"]
         assert (first["batch"], first["module"], first["class"], first["label"], first["kind"]) == (
-            2, "blocks.1.amp", "Amplifier", "output", "output")
+            2,
+            "blocks.1.amp",
+            "Amplifier",
+            "output",
+            "output",
+        )
         assert len(entry["frames"]) == 3 and entry["frames"][-1]["module"] == "blocks.1.amp"
     t = {c["rank"]: c["first_nonfinite"]["timestamp_ns"] for c in doc["cores"]}
     assert t[1] < t[0]
@@ -104,8 +150,12 @@ def test_a_core_whose_runtime_library_is_gone_is_found_by_scanning(tmp_path):
     shutil.copytree(os.path.join(BUILD, "python"), package)
     work = tmp_path / "work"
     work.mkdir()
-    ran = run([PYTHON, "-m", "ovf", "--on-nan", "abort", DIVERGE, "--inf-at", "blocks.1.amp:2"],
-              env=env(PYTHONPATH=str(package)), cwd=work, timeout=120)
+    ran = run(
+        [PYTHON, "-m", "ovf", "--on-nan", "abort", DIVERGE, "--inf-at", "blocks.1.amp:2"],
+        env=env(PYTHONPATH=str(package)),
+        cwd=work,
+        timeout=120,
+    )
     assert ran.returncode != 0
     core = _core_in(work)
     library = package / "ovf" / "libovf_runtime.so"
@@ -113,8 +163,11 @@ def test_a_core_whose_runtime_library_is_gone_is_found_by_scanning(tmp_path):
     out = postmortem(core)
     assert out.returncode == 0 and out.stderr == "", out.stderr
     lines = out.stdout.splitlines()
-    assert re.fullmatch(rf"ovf: found the ring by scanning memory at 0x[0-9a-f]+ in {re.escape(str(library))} "
-                        r"\(no symbol ovf_state\)", lines[2]), lines[2]
+    assert re.fullmatch(
+        rf"ovf: found the ring by scanning memory at 0x[0-9a-f]+ in {re.escape(str(library))} "
+        r"\(no symbol ovf_state\)",
+        lines[2],
+    ), lines[2]
     assert lines[3] == f"ovf: the runtime library {library} was not found"
     assert _listing(ran.stdout).startswith(_listing(out.stdout))
 
@@ -129,8 +182,13 @@ def plain_core(tmp_path_factory):
     if hard == 0:
         pytest.skip("the hard core size limit is 0")
     work = tmp_path_factory.mktemp("plain")
-    subprocess.run([PYTHON, "-c", "import os; os.abort()"], cwd=work, timeout=60, env=env(),
-                   preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (hard, hard)))
+    subprocess.run(
+        [PYTHON, "-c", "import os; os.abort()"],
+        cwd=work,
+        timeout=60,
+        env=env(),
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (hard, hard)),
+    )
     return _core_in(work)
 
 
@@ -165,21 +223,40 @@ def test_bad_files_are_one_line_and_exit_status_2(tmp_path, two_ranks, plain_cor
     (tmp_path / "adir").mkdir()
     fifo = tmp_path / "fifo"  # opening it would block for ever
     os.mkfifo(fifo)
-    cut_4k, cut_ring = _cut(core, tmp_path / "cut-4k", 4096), _cut(core, tmp_path / "cut-ring", state)
+    cut_4k, cut_ring = _cut(core, tmp_path / "cut-4k", 4096), _cut(
+        core, tmp_path / "cut-ring", state
+    )
     P = re.escape
     cases = {  # file: what stderr says, a regular expression
-        tmp_path / "garbage": rf"ovf: {P(str(tmp_path / 'garbage'))} is not a core file \(not an ELF file\)",
-        tmp_path / "empty": rf"ovf: {P(str(tmp_path / 'empty'))} is not a core file \(not an ELF file\)",
+        tmp_path
+        / "garbage": rf"ovf: {P(str(tmp_path / 'garbage'))} is not a core file \(not an ELF file\)",
+        tmp_path
+        / "empty": rf"ovf: {P(str(tmp_path / 'empty'))} is not a core file \(not an ELF file\)",
         cut_4k: rf"ovf: {P(str(cut_4k))} is not a readable core file \(truncated or corrupt: .+\)",
-        cut_ring: rf"ovf: {P(str(cut_ring))} is cut short \({state} of {size} bytes\): cannot read ovf_state at "
-                  r"0x[0-9a-f]+: 0x[0-9a-f]+ lies past the end of the file",
-        tmp_path / "adir": rf"ovf: {P(str(tmp_path / 'adir'))} is not a core file \(not a regular file: a directory\)",
+        cut_ring: (
+            rf"ovf: {P(str(cut_ring))} is cut short \({state} of {size} bytes\): cannot read"
+            r" ovf_state at "
+            r"0x[0-9a-f]+: 0x[0-9a-f]+ lies past the end of the file"
+        ),
+        tmp_path
+        / "adir": (
+            rf"ovf: {P(str(tmp_path / 'adir'))} is not a core file \(not a regular file: a"
+            r" directory\)"
+        ),
         fifo: rf"ovf: {P(str(fifo))} is not a core file \(not a regular file: a FIFO\)",
-        tmp_path / "missing": rf"ovf: cannot open {P(str(tmp_path / 'missing'))}: No such file or directory",
+        tmp_path
+        / "missing": rf"ovf: cannot open {P(str(tmp_path / 'missing'))}: No such file or directory",
         plain_core: rf"ovf: {P(plain_core)}: {P(NO_RING)}",
-        future: rf"ovf: {P(str(future))}: the ring has layout version 99, newer than this ovf debugger extension "
-                r"reads \(\d+\); use the extension that ships with the runtime \(version \d+\.\d+\.\d+\)",
-        PYTHON: rf"ovf: {PYTHON} is not a core file \((an executable|a shared library or a PIE executable)\)",
+        future: (
+            rf"ovf: {P(str(future))}: the ring has layout version 99, newer than this ovf debugger"
+            r" extension "
+            r"reads \(\d+\); use the extension that ships with the runtime \(version"
+            r" \d+\.\d+\.\d+\)"
+        ),
+        PYTHON: (
+            rf"ovf: {PYTHON} is not a core file \((an executable|a shared library or a PIE"
+            r" executable)\)"
+        ),
     }
     for path, message in cases.items():
         out = postmortem(path)
@@ -192,9 +269,14 @@ def test_a_core_cut_short_after_the_header_lists_what_is_there(tmp_path, two_ran
     cut = _cut(core, tmp_path / "cut", _state_offset(core) + 4096)  # the header, not the records
     out = postmortem(cut, "--frames", "2")
     assert out.returncode == 2
-    assert out.stderr == (f"ovf: {cut} is cut short ({_state_offset(core) + 4096} of {os.path.getsize(core)} "
-                          "bytes); what it lacks shows as unreadable\n")
-    assert re.match(rf"{re.escape(str(cut))}: process \d+ \(rank 1 of 2, cpu\), batch 2", out.stdout), out.stdout
+    assert (
+        out.stderr
+        == f"ovf: {cut} is cut short ({_state_offset(core) + 4096} of {os.path.getsize(core)} "
+        "bytes); what it lacks shows as unreadable\n"
+    )
+    assert re.match(
+        rf"{re.escape(str(cut))}: process \d+ \(rank 1 of 2, cpu\), batch 2", out.stdout
+    ), out.stdout
 
 
 def test_a_bad_file_among_good_cores_does_not_hide_them(tmp_path, two_ranks):
@@ -224,11 +306,19 @@ def test_crafted_cores_cost_neither_memory_nor_time(tmp_path):
 
     arena = tmp_path / "arena"
     crafted_cores.huge_name_arena(arena)
-    out = subprocess.run([PYTHON, "-m", "ovf.postmortem", "--frames", "1", str(arena)], capture_output=True,
-                         text=True, timeout=120, env=env(), preexec_fn=limited)
+    out = subprocess.run(
+        [PYTHON, "-m", "ovf.postmortem", "--frames", "1", str(arena)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env(),
+        preexec_fn=limited,
+    )
     assert "MemoryError" not in out.stderr and "Traceback" not in out.stderr, out.stderr
     assert out.returncode == 0 and "process 4242 (not distributed, cpu), batch 0" in out.stdout, out
-    assert "                  <bad name id 1> <bad name id 2>\n" in out.stdout, out.stdout  # each name bounded
+    assert (
+        "                  <bad name id 1> <bad name id 2>\n" in out.stdout
+    ), out.stdout  # each name bounded
 
     scan = tmp_path / "scan"
     crafted_cores.endless_scan(scan)
@@ -236,6 +326,9 @@ def test_crafted_cores_cost_neither_memory_nor_time(tmp_path):
     out = postmortem(scan)
     took = time.monotonic() - started
     assert out.returncode == 2 and took < 60, (took, out.stderr)
-    assert re.fullmatch(rf"ovf: {re.escape(str(scan))}: no ovf ring in this core file \(no symbol ovf_state, "
-                        r"and no ring header in its memory; the scan for the ring stopped after \d+ MiB of "
-                        r"1048544 MiB of writable memory \(256 MiB or 10 s at most\)\)\n", out.stderr), out.stderr
+    assert re.fullmatch(
+        rf"ovf: {re.escape(str(scan))}: no ovf ring in this core file \(no symbol ovf_state, "
+        r"and no ring header in its memory; the scan for the ring stopped after \d+ MiB of "
+        r"1048544 MiB of writable memory \(256 MiB or 10 s at most\)\)\n",
+        out.stderr,
+    ), out.stderr

@@ -32,9 +32,12 @@ def test_report_matches_oracle_line_by_line(capsys, max_frames):
     assert printed.splitlines() == oracle.expected_report().splitlines()
     assert printed == oracle.expected_report()
     assert isinstance(excinfo.value, ovf.NonFiniteError)
-    assert str(excinfo.value) == (
-        "DebugUnderflowOverflow: inf/nan detected, aborting as there is no point running further. "
-        "Please scroll up above this traceback to see the activation values prior to this event.")
+    assert (
+        str(excinfo.value)
+        == "DebugUnderflowOverflow: inf/nan detected, aborting as there is no point running"
+        " further. "
+        "Please scroll up above this traceback to see the activation values prior to this event."
+    )
 
 
 def test_report_names_batch_and_module(capsys):
@@ -62,8 +65,10 @@ def test_trace_batch_nums_print_every_frame_of_those_batches(capsys):
         for step in range(4):
             model(batch_inputs(step))
     debug.remove()
-    assert str(excinfo.value) == (
-        "DebugUnderflowOverflow: aborting after 2 batches due to `abort_after_batch_num=1` arg")
+    assert (
+        str(excinfo.value)
+        == "DebugUnderflowOverflow: aborting after 2 batches due to `abort_after_batch_num=1` arg"
+    )
     out = capsys.readouterr().out
     oracle_model = make_net()
     oracle = Oracle(oracle_model, max_frames_to_save=1000)
@@ -73,7 +78,9 @@ def test_trace_batch_nums_print_every_frame_of_those_batches(capsys):
     # Batch 1's frames are the oracle's frames after batch 0's (the root frame ends a batch).
     per_batch = len(oracle.frames) // 2
     assert out == "\n".join(list(oracle.frames)[per_batch:]) + "\n"
-    assert out.startswith("\n\n" + " " * 17 + " *** Starting batch number=1 ***\nabs min  abs max  metadata\n")
+    assert out.startswith(
+        "\n\n" + " " * 17 + " *** Starting batch number=1 ***\nabs min  abs max  metadata\n"
+    )
 
 
 def test_overflow_inside_a_traced_batch_is_reported_at_the_next_untraced_frame(capsys):
@@ -91,7 +98,10 @@ def test_overflow_inside_a_traced_batch_is_reported_at_the_next_untraced_frame(c
 
 
 def test_detect_overflow_prints_and_returns(capsys):
-    assert ovf.detect_overflow(torch.tensor([1.0, float("nan"), float("inf")]), "after layer_norm") is True
+    assert (
+        ovf.detect_overflow(torch.tensor([1.0, float("nan"), float("inf")]), "after layer_norm")
+        is True
+    )
     assert ovf.detect_overflow(torch.ones(3), "fine") is False
     assert capsys.readouterr().out == "after layer_norm has nans\nafter layer_norm has infs\n"
 

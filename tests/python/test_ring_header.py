@@ -21,8 +21,9 @@ print(hex(magic), version, header, record, capacity, pid, rank, local_rank, worl
 def probe(**env):
     full = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
     full.update(env, PYTHONPATH=PACKAGE_PARENT)
-    p = subprocess.run(["/usr/bin/python3", "-c", PROBE], capture_output=True, text=True, env=full,
-                       timeout=60)
+    p = subprocess.run(
+        ["/usr/bin/python3", "-c", PROBE], capture_output=True, text=True, env=full, timeout=60
+    )
     assert p.returncode == 0, p.stderr
     return p.stdout.split()
 
@@ -41,14 +42,22 @@ def test_rank_and_capacity_come_from_the_environment():
 
 def test_pid_is_the_process_id():
     from ovf import _ovf
+
     pid = ctypes.c_int32.from_address(_ovf.state_address() + 96).value
     assert pid == os.getpid()
 
 
 def test_package_version_matches_the_runtime_and_import_is_lazy():
-    probe = ("import sys, ovf; assert 'torch' not in sys.modules; "
-             "from ovf import _ovf; print(ovf.__version__ == _ovf.__version__)")
-    p = subprocess.run(["/usr/bin/python3", "-c", probe], capture_output=True, text=True, timeout=60,
-                       env=dict(os.environ, PYTHONPATH=PACKAGE_PARENT))
+    probe = (
+        "import sys, ovf; assert 'torch' not in sys.modules; "
+        "from ovf import _ovf; print(ovf.__version__ == _ovf.__version__)"
+    )
+    p = subprocess.run(
+        ["/usr/bin/python3", "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=PACKAGE_PARENT),
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "True"

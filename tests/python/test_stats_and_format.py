@@ -55,12 +55,12 @@ def test_float_dtypes_contiguous_and_strided(dtype):
     t = planted(dtype)
     check(t)
     m = t[:4800].reshape(60, 80)
-    check(m.t())                  # transposed
-    check(m[::3, 1::2])           # sliced both ways
-    check(m[:, 5])                # one column
+    check(m.t())  # transposed
+    check(m[::3, 1::2])  # sliced both ways
+    check(m[:, 5])  # one column
     check(m.unsqueeze(0).expand(3, 60, 80))  # stride 0
-    check(t[:0])                  # empty
-    check(t[7])                   # zero-dimensional
+    check(t[:0])  # empty
+    check(t[7])  # zero-dimensional
 
 
 def test_negative_view_swaps_infinity_signs():
@@ -75,7 +75,9 @@ def test_integer_bool_and_complex():
     check(torch.tensor([0, 200, 17], dtype=torch.uint8))
     b = _ovf.stats(torch.tensor([True, False, True]))
     assert (b["abs_min"], b["abs_max"], b["zero"]) == (0.0, 1.0, 1)
-    c = torch.tensor([3 + 4j, 0j, complex(math.inf, 1), complex(math.nan, 0)], dtype=torch.complex64)
+    c = torch.tensor(
+        [3 + 4j, 0j, complex(math.inf, 1), complex(math.nan, 0)], dtype=torch.complex64
+    )
     got = _ovf.stats(c)
     assert (got["abs_max"], got["abs_min"], got["pos_inf"], got["nan"]) == (5.0, 0.0, 1, 1)
 
@@ -98,8 +100,24 @@ def random_doubles(n, seed=7):
 
 
 def test_format_matches_python_on_random_and_edge_values():
-    edge = [0.0, -0.0, math.inf, -math.inf, math.nan, -math.nan, 5e-324, 1.7976931348623157e308,
-            0.125, 0.375, 9.995, 9.9949999, 65504.0, 62700.0, 1e-5, 123456789.0]
+    edge = [
+        0.0,
+        -0.0,
+        math.inf,
+        -math.inf,
+        math.nan,
+        -math.nan,
+        5e-324,
+        1.7976931348623157e308,
+        0.125,
+        0.375,
+        9.995,
+        9.9949999,
+        65504.0,
+        62700.0,
+        1e-5,
+        123456789.0,
+    ]
     for x in edge + random_doubles(20000):
         assert _ovf.format_8_2e(x) == f"{x:8.2e}", x
 

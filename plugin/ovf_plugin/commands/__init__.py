@@ -4,10 +4,32 @@ the command's help in the debugger, and a `run(session, args)` returning text.""
 import argparse
 
 from ..errors import OvfError
-from . import abort_after, break_on_nan, frames, py_bt, py_locals, release, status, trace_batches, watch
+from . import (
+    abort_after,
+    break_on_nan,
+    frames,
+    py_bt,
+    py_locals,
+    release,
+    status,
+    trace_batches,
+    watch,
+)
 
-COMMANDS = {m.NAME: m for m in (break_on_nan, frames, py_bt, py_locals, status, watch, trace_batches,
-                                  abort_after, release)}
+COMMANDS = {
+    m.NAME: m
+    for m in (
+        break_on_nan,
+        frames,
+        py_bt,
+        py_locals,
+        status,
+        watch,
+        trace_batches,
+        abort_after,
+        release,
+    )
+}
 
 
 class HelpRequested(Exception):
@@ -29,8 +51,12 @@ class _Parser(argparse.ArgumentParser):
 
 def parser(name):
     module = COMMANDS[name]
-    p = _Parser(prog=f"ovf {name}", description=module.__doc__.strip(), allow_abbrev=False,
-                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(
+        prog=f"ovf {name}",
+        description=module.__doc__.strip(),
+        allow_abbrev=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     module.add_arguments(p)
     return p
 
@@ -51,5 +77,7 @@ def execute(session, name, argv):
 def summary():
     """The `ovf` prefix command's help: one line per command."""
     width = max(map(len, COMMANDS))
-    return "\n".join(f"  ovf {name:<{width}}  {m.__doc__.strip().splitlines()[0]}"
-                     for name, m in COMMANDS.items())
+    return "\n".join(
+        f"  ovf {name:<{width}}  {m.__doc__.strip().splitlines()[0]}"
+        for name, m in COMMANDS.items()
+    )

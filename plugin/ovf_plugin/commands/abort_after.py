@@ -10,7 +10,9 @@ NAME = "abort-after"
 
 
 def add_arguments(p):
-    p.add_argument("batch", type=types.batch_or_off, metavar="N", help="a batch number (0-based), or off")
+    p.add_argument(
+        "batch", type=types.batch_or_off, metavar="N", help="a batch number (0-based), or off"
+    )
 
 
 def run(session, args):

@@ -17,23 +17,56 @@ def add_arguments(p):
     which = p.add_mutually_exclusive_group()
     which.add_argument("--nan", action="store_true", help="stop on NaN only")
     which.add_argument("--inf", action="store_true", help="stop on +/-Inf only")
-    p.add_argument("--module", type=types.module_glob, default="", metavar="GLOB",
-                   help="only modules whose path matches, e.g. 'encoder.block.*'")
-    p.add_argument("--after-batch", type=types.batch_number, default=0, metavar="N",
-                   help="only in batches N and later (0-based)")
-    p.add_argument("--ops", action="store_true",
-                   help="check every ATen op's outputs: stop inside the forward, right after the op "
-                   "that produced the NaN/Inf (py-bt shows the line, py-locals its locals)")
-    p.add_argument("--backward", action="store_true",
-                   help="also stop on a NaN/Inf made by the backward pass, named by the forward op "
-                   "and module whose gradient it is")
-    p.add_argument("--carriers", action="store_true",
-                   help="stop also where a NaN/Inf is only passed on (a module or op given one); by "
-                   "default only where one is produced from finite values, or first seen (with "
-                   "--module: anywhere in those modules)")
-    p.add_argument("--if", dest="condition", default=None, metavar="EXPR",
-                   help="a Python expression over the event's fields, evaluated by the debugger "
-                   "once the runtime's filters matched: " + ", ".join(FIELDS))
+    p.add_argument(
+        "--module",
+        type=types.module_glob,
+        default="",
+        metavar="GLOB",
+        help="only modules whose path matches, e.g. 'encoder.block.*'",
+    )
+    p.add_argument(
+        "--after-batch",
+        type=types.batch_number,
+        default=0,
+        metavar="N",
+        help="only in batches N and later (0-based)",
+    )
+    p.add_argument(
+        "--ops",
+        action="store_true",
+        help=(
+            "check every ATen op's outputs: stop inside the forward, right after the op "
+            "that produced the NaN/Inf (py-bt shows the line, py-locals its locals)"
+        ),
+    )
+    p.add_argument(
+        "--backward",
+        action="store_true",
+        help=(
+            "also stop on a NaN/Inf made by the backward pass, named by the forward op "
+            "and module whose gradient it is"
+        ),
+    )
+    p.add_argument(
+        "--carriers",
+        action="store_true",
+        help=(
+            "stop also where a NaN/Inf is only passed on (a module or op given one); by "
+            "default only where one is produced from finite values, or first seen (with "
+            "--module: anywhere in those modules)"
+        ),
+    )
+    p.add_argument(
+        "--if",
+        dest="condition",
+        default=None,
+        metavar="EXPR",
+        help=(
+            "a Python expression over the event's fields, evaluated by the debugger "
+            "once the runtime's filters matched: "
+        )
+        + ", ".join(FIELDS),
+    )
 
 
 def run(session, args):

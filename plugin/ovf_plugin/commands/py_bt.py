@@ -19,8 +19,10 @@ def run(session, args):
     snap = snapshot.read(ring)
     out = [snapshot.stale_note(ring, snap) + "Traceback (most recent call first):"]
     for f in snap.frames:
-        out.append(f'  File "{f.file}", line {f.line}, in {f.function}'
-                   + ("    <- the program's code (ovf py-locals)" if f.user else ""))
+        out.append(
+            f'  File "{f.file}", line {f.line}, in {f.function}'
+            + ("    <- the program's code (ovf py-locals)" if f.user else "")
+        )
     if len(snap.frames) == snapshot.MAX_FRAMES:
         out.append(f"  ... (the snapshot keeps the innermost {snapshot.MAX_FRAMES} frames)")
     return "\n".join(out) + "\n"

@@ -35,14 +35,21 @@ def _values(local):
 def _describe(local):
     if not local.flags & snapshot.LOCAL_TENSOR:
         return f"{local.name}: {local.type}"
-    shape = ", ".join(map(str, local.shape)) + (", ..." if local.flags & snapshot.LOCAL_SHAPE_TRUNCATED else "")
-    device = "cpu" if local.device_type == 0 else (f"cuda:{local.device_index}" if local.device_type == 1
-                                                   else "other device")
+    shape = ", ".join(map(str, local.shape)) + (
+        ", ..." if local.flags & snapshot.LOCAL_SHAPE_TRUNCATED else ""
+    )
+    device = (
+        "cpu"
+        if local.device_type == 0
+        else (f"cuda:{local.device_index}" if local.device_type == 1 else "other device")
+    )
     text = f"{local.name}: {local.type} {snapshot.dtype_name(local.dtype)}[{shape}] {device}"
     bad = local.nan_count + local.pos_inf_count + local.neg_inf_count
     if local.flags & snapshot.LOCAL_HAS_STATS and bad:
-        text += (f"  nan {local.nan_count}, +inf {local.pos_inf_count}, -inf {local.neg_inf_count}"
-                 f" of {local.numel}    <- non-finite")
+        text += (
+            f"  nan {local.nan_count}, +inf {local.pos_inf_count}, -inf {local.neg_inf_count}"
+            f" of {local.numel}    <- non-finite"
+        )
     return text
 
 
@@ -51,8 +58,10 @@ def run(session, args):
     snap = snapshot.read(ring)
     user = next((f for f in snap.frames if f.user), None)
     if user is None:
-        raise OvfError("ovf py-locals: the snapshot holds no frame of the program's own code "
-                       "(the value was made outside Python, or on a thread without Python)")
+        raise OvfError(
+            "ovf py-locals: the snapshot holds no frame of the program's own code "
+            "(the value was made outside Python, or on a thread without Python)"
+        )
     chosen = [v for v in snap.locals if not args.names or v.name in args.names]
     missing = [n for n in args.names if n not in {v.name for v in snap.locals}]
     out = [snapshot.stale_note(ring, snap).rstrip("\n")] if snapshot.stale_note(ring, snap) else []

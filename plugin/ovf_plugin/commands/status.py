@@ -31,7 +31,10 @@ def run(session, args):
         ring = None
     if ring is not None:
         lines += ring.notes + _ring_lines(ring)
-    lines.append("debugger: " + ("; ".join(armed) if armed else "nothing armed (ovf break-on-nan, ovf watch)"))
+    lines.append(
+        "debugger: "
+        + ("; ".join(armed) if armed else "nothing armed (ovf break-on-nan, ovf watch)")
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -41,16 +44,25 @@ def _name(names, value):
 
 def _ring_lines(ring):
     h, c = ring.header, ring.control
-    started = datetime.datetime.fromtimestamp(h.start_time_ns / 1e9).strftime("%Y-%m-%d %H:%M:%S") \
-        if 0 < h.start_time_ns < 1 << 62 else "?"
+    started = (
+        datetime.datetime.fromtimestamp(h.start_time_ns / 1e9).strftime("%Y-%m-%d %H:%M:%S")
+        if 0 < h.start_time_ns < 1 << 62
+        else "?"
+    )
     out = [
-        f"ovf runtime {layout.version_text(h.runtime_version)}, ring layout {h.layout_version}, "
-        f"state at 0x{ring.address:x}",
+        (
+            f"ovf runtime {layout.version_text(h.runtime_version)}, ring layout {h.layout_version},"
+            f" state at 0x{ring.address:x}"
+        ),
         f"{process_text(h)}, started {started}",
-        f"detection: {_name(layout.DETECTION_STATES, h.detection_state)}; batch {h.batch}; "
-        f"{h.frames_written} frames, {h.write_seq} records written; the ring keeps {ring.capacity}",
-        f"runtime: {'enabled' if c.enabled else 'disabled'}, on event: {_name(layout.ON_EVENT_NAMES, c.on_event)}, "
-        f"stops on: {_bits(c.stop_mask) or 'nothing'}" + (f", modules '{c.glob_text}'" if c.glob_text else "")
+        (
+            f"detection: {_name(layout.DETECTION_STATES, h.detection_state)}; batch {h.batch};"
+            f" {h.frames_written} frames, {h.write_seq} records written; the ring keeps"
+            f" {ring.capacity}"
+        ),
+        f"runtime: {'enabled' if c.enabled else 'disabled'}, on event:"
+        f" {_name(layout.ON_EVENT_NAMES, c.on_event)}, stops on: {_bits(c.stop_mask) or 'nothing'}"
+        + (f", modules '{c.glob_text}'" if c.glob_text else "")
         + (f", from batch {c.after_batch}" if c.after_batch else "")
         + (f", above {c.above:g}" if c.stop_mask & layout.STOP_ABOVE else "")
         + (f", below {c.below:g}" if c.stop_mask & layout.STOP_BELOW else "")
@@ -69,7 +81,7 @@ def _bits(mask):
 
 
 def describe_seq(ring, seq):
-    """"record 124, batch 2, blocks.1.amp (Amplifier) output" and the like."""
+    """ "record 124, batch 2, blocks.1.amp (Amplifier) output" and the like."""
     if seq == layout.NO_SEQ:
         return "none"
     r = ring.record(seq)
@@ -80,5 +92,9 @@ def describe_seq(ring, seq):
     if r.kind == layout.KIND_FRAME:
         return f"record {seq}, batch {r.batch}, {ring.text(r.name_id)} ({ring.text(r.label_id)})"
     frame = ring.record(r.frame_seq)
-    where = "" if isinstance(frame, BadSlot) else f", {ring.text(frame.name_id)} ({ring.text(frame.label_id)})"
+    where = (
+        ""
+        if isinstance(frame, BadSlot)
+        else f", {ring.text(frame.name_id)} ({ring.text(frame.label_id)})"
+    )
     return f"record {seq}, batch {r.batch}{where} {ring.text(r.label_id)}"

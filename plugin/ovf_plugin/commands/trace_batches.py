@@ -11,7 +11,9 @@ NAME = "trace-batches"
 
 
 def add_arguments(p):
-    p.add_argument("batches", type=types.batch_list, metavar="LIST", help="e.g. 1,3 (0-based), or off")
+    p.add_argument(
+        "batches", type=types.batch_list, metavar="LIST", help="e.g. 1,3 (0-based), or off"
+    )
 
 
 def run(session, args):

@@ -17,7 +17,9 @@ def _integer_in(text, minimum, maximum, what):
     except ValueError:
         value = None
     if value is None or not minimum <= value <= maximum:
-        raise argparse.ArgumentTypeError(f"{text!r} is not {what} (an integer from {minimum} to {maximum})")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not {what} (an integer from {minimum} to {maximum})"
+        )
     return value
 
 
@@ -33,7 +35,9 @@ def module_glob(text):
     """An fnmatch pattern that fits the control block (255 bytes of UTF-8)."""
     size = len(text.encode("utf-8", "surrogateescape"))
     if size > GLOB_BYTES:
-        raise argparse.ArgumentTypeError(f"a module glob holds at most {GLOB_BYTES} bytes; this one has {size}")
+        raise argparse.ArgumentTypeError(
+            f"a module glob holds at most {GLOB_BYTES} bytes; this one has {size}"
+        )
     return text
 
 
@@ -58,7 +62,7 @@ def threshold(text):
 
 
 def batch_list(text):
-    """"1,3,5" -> (1, 3, 5); "off" -> ()."""
+    """ "1,3,5" -> (1, 3, 5); "off" -> ()."""
     if text.strip().lower() in ("off", "none", ""):
         return ()
     batches = tuple(batch_number(part.strip()) for part in text.split(","))

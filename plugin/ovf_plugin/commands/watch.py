@@ -15,19 +15,52 @@ NAME = "watch"
 
 
 def add_arguments(p):
-    p.add_argument("glob", nargs="?", type=types.module_glob, default="", metavar="GLOB",
-                   help="module paths to watch (default: all); 'off' removes the watch")
-    p.add_argument("--batches", type=types.batch_list, default=None, metavar="LIST",
-                   help="batches to trace, e.g. 1,3 (0-based)")
-    p.add_argument("--above", type=types.threshold, default=None, metavar="X",
-                   help="stop when a finite abs max rises above X")
-    p.add_argument("--below", type=types.threshold, default=None, metavar="Y",
-                   help="stop when a non-zero abs min falls below Y")
-    p.add_argument("--headroom", choices=sorted(layout.HEADROOM_DTYPES), default=None,
-                   help="stop before a cast to this dtype overflows: when abs max passes --fraction of its "
-                   "largest value; lines also count values below its smallest normal (ovf frames --headroom)")
-    p.add_argument("--fraction", type=types.fraction, default=0.5, metavar="F",
-                   help="with --headroom: the share of the dtype's largest value that stops (default 0.5)")
+    p.add_argument(
+        "glob",
+        nargs="?",
+        type=types.module_glob,
+        default="",
+        metavar="GLOB",
+        help="module paths to watch (default: all); 'off' removes the watch",
+    )
+    p.add_argument(
+        "--batches",
+        type=types.batch_list,
+        default=None,
+        metavar="LIST",
+        help="batches to trace, e.g. 1,3 (0-based)",
+    )
+    p.add_argument(
+        "--above",
+        type=types.threshold,
+        default=None,
+        metavar="X",
+        help="stop when a finite abs max rises above X",
+    )
+    p.add_argument(
+        "--below",
+        type=types.threshold,
+        default=None,
+        metavar="Y",
+        help="stop when a non-zero abs min falls below Y",
+    )
+    p.add_argument(
+        "--headroom",
+        choices=sorted(layout.HEADROOM_DTYPES),
+        default=None,
+        help=(
+            "stop before a cast to this dtype overflows: when abs max passes --fraction of its"
+            " largest value; lines also count values below its smallest normal (ovf frames"
+            " --headroom)"
+        ),
+    )
+    p.add_argument(
+        "--fraction",
+        type=types.fraction,
+        default=0.5,
+        metavar="F",
+        help="with --headroom: the share of the dtype's largest value that stops (default 0.5)",
+    )
 
 
 def run(session, args):
@@ -54,4 +87,3 @@ def run(session, args):
         a.trace_batches, a.trace_module = args.batches, glob
         a.touched.add("trace")
     return session.apply(a)
-

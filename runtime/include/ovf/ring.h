@@ -126,9 +126,9 @@ typedef struct ovf_record {
   uint32_t headroom_dtype;  // 128 lines: enum ovf_dtype headroom is measured against (0: none)
   uint32_t
       headroom_underflow;  // 132 lines: finite non-zero |x| below its smallest normal (saturating)
-  uint32_t diagnosis_id;  // 136 producing OP_OUTPUT: why, in one line ("aten::log of 16 zeros
-                          //     (-inf)"); OVF_NO_ID: nothing said
-  uint32_t location_id;   // 140 backward OP_OUTPUT: where the forward op ran ("train.py:16 in f")
+  uint32_t diagnosis_id;   // 136 producing OP_OUTPUT: why, in one line ("aten::log of 16 zeros
+                           //     (-inf)"); OVF_NO_ID: nothing said
+  uint32_t location_id;    // 140 backward OP_OUTPUT: where the forward op ran ("train.py:16 in f")
   uint8_t reserved[OVF_RECORD_SIZE - 144];  // 144 zero; room to grow (bump the version)
 } ovf_record;
 

@@ -22,7 +22,13 @@ _LAZY = {
     "OptionError": "._options",
 }
 
-__all__ = ["DebugUnderflowOverflow", "detect_overflow", "NonFiniteError", "OptionError", "__version__"]
+__all__ = [
+    "DebugUnderflowOverflow",
+    "detect_overflow",
+    "NonFiniteError",
+    "OptionError",
+    "__version__",
+]
 
 
 def __getattr__(name):

@@ -9,38 +9,84 @@ from . import _options
 
 
 # The OVF_* variable each option sets (what the bootstrap reads in the script's process).
-OPTION_OF = {"OVF_ON_NAN": "--on-nan", "OVF_MAX_FRAMES": "--max-frames", "OVF_TRACE_BATCHES": "--trace-batches",
-             "OVF_ABORT_AFTER": "--abort-after", "OVF_MODULE": "--module", "OVF_AFTER_BATCH": "--after-batch",
-             "OVF_HEADROOM": "--headroom", "OVF_RING_CAPACITY": "--ring-capacity",
-             "OVF_WAIT_TIMEOUT": "--wait-timeout"}
+OPTION_OF = {
+    "OVF_ON_NAN": "--on-nan",
+    "OVF_MAX_FRAMES": "--max-frames",
+    "OVF_TRACE_BATCHES": "--trace-batches",
+    "OVF_ABORT_AFTER": "--abort-after",
+    "OVF_MODULE": "--module",
+    "OVF_AFTER_BATCH": "--after-batch",
+    "OVF_HEADROOM": "--headroom",
+    "OVF_RING_CAPACITY": "--ring-capacity",
+    "OVF_WAIT_TIMEOUT": "--wait-timeout",
+}
 
 
 def _parser():
     p = argparse.ArgumentParser(
         prog="python3 -m ovf",
-        description="Run a PyTorch script with inf/nan detection in every module forward, "
-        "without changing it. The report is DebugUnderflowOverflow's.")
-    p.add_argument("--on-nan", choices=_options.ON_EVENT_CHOICES, default="raise",
-                   help="what the first inf/nan does: raise (default), warn (report once, go on), "
-                   "abort (report, then dump core), wait (report, wait for gdb/lldb to attach)")
-    p.add_argument("--max-frames", type=int, default=21, metavar="N", help="frames in the report (21)")
-    p.add_argument("--trace-batches", default="", metavar="LIST",
-                   help="comma-separated batch numbers to trace frame by frame (0-indexed)")
+        description=(
+            "Run a PyTorch script with inf/nan detection in every module forward, "
+            "without changing it. The report is DebugUnderflowOverflow's."
+        ),
+    )
+    p.add_argument(
+        "--on-nan",
+        choices=_options.ON_EVENT_CHOICES,
+        default="raise",
+        help=(
+            "what the first inf/nan does: raise (default), warn (report once, go on), "
+            "abort (report, then dump core), wait (report, wait for gdb/lldb to attach)"
+        ),
+    )
+    p.add_argument(
+        "--max-frames", type=int, default=21, metavar="N", help="frames in the report (21)"
+    )
+    p.add_argument(
+        "--trace-batches",
+        default="",
+        metavar="LIST",
+        help="comma-separated batch numbers to trace frame by frame (0-indexed)",
+    )
     p.add_argument("--abort-after", type=int, default=None, metavar="N", help="stop after batch N")
     p.add_argument("--module", default="", metavar="GLOB", help="only modules whose path matches")
-    p.add_argument("--after-batch", type=int, default=0, metavar="N", help="ignore batches before N")
-    p.add_argument("--ring-capacity", type=int, default=None, metavar="N", help="records kept (65536)")
-    p.add_argument("--wait-timeout", type=float, default=None, metavar="S",
-                   help="with --on-nan wait: go on after S seconds without a debugger (default: wait)")
-    p.add_argument("--ops", action="store_true",
-                   help="also check every ATen op's outputs: names the op (and line) that produced the NaN")
-    p.add_argument("--headroom", choices=sorted(_options.HEADROOM_DTYPES), default=None,
-                   help="count each tensor's values below this dtype's smallest normal (shown by the "
-                   "debuggers' ovf frames --headroom)")
-    p.add_argument("--optimizer-state", action="store_true",
-                   help="after each optimizer step also check its state tensors (Adam's moments)")
-    p.add_argument("--backward", action="store_true",
-                   help="also check the ops of the backward pass, named by the forward op they differentiate")
+    p.add_argument(
+        "--after-batch", type=int, default=0, metavar="N", help="ignore batches before N"
+    )
+    p.add_argument(
+        "--ring-capacity", type=int, default=None, metavar="N", help="records kept (65536)"
+    )
+    p.add_argument(
+        "--wait-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="with --on-nan wait: go on after S seconds without a debugger (default: wait)",
+    )
+    p.add_argument(
+        "--ops",
+        action="store_true",
+        help="also check every ATen op's outputs: names the op (and line) that produced the NaN",
+    )
+    p.add_argument(
+        "--headroom",
+        choices=sorted(_options.HEADROOM_DTYPES),
+        default=None,
+        help=(
+            "count each tensor's values below this dtype's smallest normal (shown by the "
+            "debuggers' ovf frames --headroom)"
+        ),
+    )
+    p.add_argument(
+        "--optimizer-state",
+        action="store_true",
+        help="after each optimizer step also check its state tensors (Adam's moments)",
+    )
+    p.add_argument(
+        "--backward",
+        action="store_true",
+        help="also check the ops of the backward pass, named by the forward op they differentiate",
+    )
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     return p
@@ -56,8 +102,15 @@ def main(argv=None):
         "OVF_MODULE": args.module,
         "OVF_AFTER_BATCH": str(args.after_batch),
         "OVF_HEADROOM": args.headroom or "",
-        "OVF_OBSERVE": ",".join(name for name, on in (("ops", args.ops), ("backward", args.backward),
-                                                      ("optimizer_state", args.optimizer_state)) if on),
+        "OVF_OBSERVE": ",".join(
+            name
+            for name, on in (
+                ("ops", args.ops),
+                ("backward", args.backward),
+                ("optimizer_state", args.optimizer_state),
+            )
+            if on
+        ),
     }
     if args.ring_capacity is not None:
         env["OVF_RING_CAPACITY"] = str(args.ring_capacity)
@@ -70,7 +123,9 @@ def main(argv=None):
         message = str(e)
         for variable, option in OPTION_OF.items():
             if variable in env and os.environ.get(variable) != env[variable]:
-                message = message.replace(f"environment variable {variable}", option).replace(variable, option)
+                message = message.replace(f"environment variable {variable}", option).replace(
+                    variable, option
+                )
         print(message, file=sys.stderr)
         return 2
     if not os.path.isfile(args.script):

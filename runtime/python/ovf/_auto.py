@@ -52,9 +52,21 @@ def _register_global_forward_hook():
     return register(_ovf.forward_hook)
 
 
-def enable(on_nan="raise", max_frames_to_save=21, trace_batch_nums=(), abort_after_batch_num=None,
-           module="", after_batch=0, above=None, below=None, ring_capacity=None, stop_mask=None, observe=0,
-           headroom=None, wait_timeout=0.0):
+def enable(
+    on_nan="raise",
+    max_frames_to_save=21,
+    trace_batch_nums=(),
+    abort_after_batch_num=None,
+    module="",
+    after_batch=0,
+    above=None,
+    below=None,
+    ring_capacity=None,
+    stop_mask=None,
+    observe=0,
+    headroom=None,
+    wait_timeout=0.0,
+):
     """Turns detection on for every model this process runs. Idempotent.
 
     stop_mask: the events that stop (bits of ring.h's ovf_stop_bits); by default
@@ -72,9 +84,12 @@ def enable(on_nan="raise", max_frames_to_save=21, trace_batch_nums=(), abort_aft
     frames = _options.max_frames(max_frames_to_save)
     trace = _options.batch_list(trace_batch_nums)
     abort_after = _options.optional_batch(abort_after_batch_num)
-    control = {"module_glob": _options.module_glob(module),
-               "after_batch": _options.batch_number(after_batch),
-               "observe": int(observe), "headroom_dtype": _options.headroom_code(headroom)}
+    control = {
+        "module_glob": _options.module_glob(module),
+        "after_batch": _options.batch_number(after_batch),
+        "observe": int(observe),
+        "headroom_dtype": _options.headroom_code(headroom),
+    }
     wait_timeout = _options.seconds(wait_timeout)
     if ring_capacity is not None:
         _ovf.configure_ring(_options.ring_capacity(ring_capacity))
@@ -97,15 +112,30 @@ def enable(on_nan="raise", max_frames_to_save=21, trace_batch_nums=(), abort_aft
     _ovf.set_wait_timeout(wait_timeout)
     _ovf.sync_op_observer()
     if on_nan == "abort" and not _ovf.enable_core_dumps():
-        print("ovf: core dumps are disabled by the hard limit (ulimit -H -c); on_nan=abort will "
-              "abort without a core file", file=__import__("sys").stderr)
+        print(
+            (
+                "ovf: core dumps are disabled by the hard limit (ulimit -H -c); on_nan=abort will "
+                "abort without a core file"
+            ),
+            file=__import__("sys").stderr,
+        )
 
 
 def enable_from_environment():
     """enable() with the options of the OVF_* environment variables."""
     opts = _options.from_environment()
-    enable(on_nan=opts["on_nan"], max_frames_to_save=opts["max_frames_to_save"],
-           trace_batch_nums=opts["trace_batch_nums"], abort_after_batch_num=opts["abort_after_batch_num"],
-           module=opts["module"], after_batch=opts["after_batch"], above=opts["above"], below=opts["below"],
-           ring_capacity=opts["ring_capacity"], stop_mask=opts["stop_mask"],
-           observe=opts["observe"], headroom=opts["headroom"], wait_timeout=opts["wait_timeout"])
+    enable(
+        on_nan=opts["on_nan"],
+        max_frames_to_save=opts["max_frames_to_save"],
+        trace_batch_nums=opts["trace_batch_nums"],
+        abort_after_batch_num=opts["abort_after_batch_num"],
+        module=opts["module"],
+        after_batch=opts["after_batch"],
+        above=opts["above"],
+        below=opts["below"],
+        ring_capacity=opts["ring_capacity"],
+        stop_mask=opts["stop_mask"],
+        observe=opts["observe"],
+        headroom=opts["headroom"],
+        wait_timeout=opts["wait_timeout"],
+    )

@@ -37,12 +37,24 @@ class DebugUnderflowOverflow:
             (Adam's exp_avg, exp_avg_sq) too.
     """
 
-    def __init__(self, model, max_frames_to_save=21, trace_batch_nums=[], abort_after_batch_num=None,  # noqa: B006
-                 *, on_nan="raise", ops=False, backward=False, optimizers=False):
+    def __init__(
+        self,
+        model,
+        max_frames_to_save=21,
+        trace_batch_nums=[],
+        abort_after_batch_num=None,  # noqa: B006
+        *,
+        on_nan="raise",
+        ops=False,
+        backward=False,
+        optimizers=False,
+    ):
         global _active
         if not isinstance(model, torch.nn.Module):
-            raise TypeError(f"ovf.DebugUnderflowOverflow: model must be a torch.nn.Module; "
-                            f"got {type(model).__name__}")
+            raise TypeError(
+                "ovf.DebugUnderflowOverflow: model must be a torch.nn.Module; "
+                f"got {type(model).__name__}"
+            )
         self.model = model
         self.max_frames_to_save = _options.max_frames(max_frames_to_save)
         self.trace_batch_nums = _options.batch_list(trace_batch_nums)
@@ -50,7 +62,9 @@ class DebugUnderflowOverflow:
         abort_after = _options.optional_batch(abort_after_batch_num)
         on_event = _options.on_event_code(on_nan)
         if optimizers not in (False, True, "state"):
-            raise _options.OptionError(f"ovf: optimizers must be False, True or 'state'; got {optimizers!r}")
+            raise _options.OptionError(
+                f"ovf: optimizers must be False, True or 'state'; got {optimizers!r}"
+            )
         self._handles = []
         if _active is not None:
             _active.remove()
@@ -74,8 +88,11 @@ class DebugUnderflowOverflow:
             _ovf.watch_module(module, _hooks.encoded(name), module is model)
         self._handles = [_hooks.register_forward_hook(m) for m in self.module_names]
         bits = _options.OBSERVE_BITS
-        observe = ((bits["ops"] if ops else 0) | (bits["backward"] if backward else 0)
-                   | (bits["optimizer_state"] if optimizers == "state" else 0))
+        observe = (
+            (bits["ops"] if ops else 0)
+            | (bits["backward"] if backward else 0)
+            | (bits["optimizer_state"] if optimizers == "state" else 0)
+        )
         # Pre-hooks: the root's starts each batch (the batch rule); with ops observed
         # every module's keeps track of the innermost module, which names the ops.
         hooked = self.module_names if ops or backward else [model]
@@ -122,5 +139,7 @@ def detect_overflow(var, ctx):
     Returns True if inf or nan was found.
     """
     if not torch.is_tensor(var):
-        raise TypeError(f"ovf.detect_overflow: var must be a torch.Tensor; got {type(var).__name__}")
+        raise TypeError(
+            f"ovf.detect_overflow: var must be a torch.Tensor; got {type(var).__name__}"
+        )
     return _ovf.detect_overflow(var, str(ctx))

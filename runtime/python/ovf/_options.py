@@ -18,7 +18,9 @@ class OptionError(ValueError):
 
 def on_event_code(value, where="on_nan"):
     if value not in ON_EVENT_CHOICES:
-        raise OptionError(f"ovf: {where} must be one of {', '.join(ON_EVENT_CHOICES)}; got {value!r}")
+        raise OptionError(
+            f"ovf: {where} must be one of {', '.join(ON_EVENT_CHOICES)}; got {value!r}"
+        )
     return _ovf.ON_EVENT[value]
 
 
@@ -41,19 +43,24 @@ def max_frames(value, where="max_frames_to_save"):
 
 
 def batch_number(value, where="after_batch"):
-    return _integer(value, where, 0, MAX_BATCH, f"a batch number (an integer from 0 to {MAX_BATCH})")
+    return _integer(
+        value, where, 0, MAX_BATCH, f"a batch number (an integer from 0 to {MAX_BATCH})"
+    )
 
 
 def batch_list(value, where="trace_batch_nums"):
     if value is None:
         return []
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-        raise OptionError(f"ovf: {where} must be a list of batch numbers (ints >= 0); got {value!r}")
+        raise OptionError(
+            f"ovf: {where} must be a list of batch numbers (ints >= 0); got {value!r}"
+        )
     batches = list(value)
     for b in batches:
         if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= MAX_BATCH:
-            raise OptionError(f"ovf: {where} must hold batch numbers (ints from 0 to {MAX_BATCH}); "
-                              f"got {b!r}")
+            raise OptionError(
+                f"ovf: {where} must hold batch numbers (ints from 0 to {MAX_BATCH}); got {b!r}"
+            )
     return batches
 
 
@@ -61,7 +68,9 @@ def optional_batch(value, where="abort_after_batch_num"):
     if value is None:
         return -1
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_BATCH:
-        raise OptionError(f"ovf: {where} must be None or an integer from 0 to {MAX_BATCH}; got {value!r}")
+        raise OptionError(
+            f"ovf: {where} must be None or an integer from 0 to {MAX_BATCH}; got {value!r}"
+        )
     return value
 
 
@@ -72,14 +81,22 @@ def ring_capacity(value, where="ring capacity"):
 
 def module_glob(value, where="module"):
     if len(value.encode("utf-8", "surrogateescape")) > GLOB_BYTES:
-        raise OptionError(f"ovf: {where} holds at most {GLOB_BYTES} bytes (UTF-8); got "
-                          f"{len(value.encode('utf-8', 'surrogateescape'))}")
+        raise OptionError(
+            f"ovf: {where} holds at most {GLOB_BYTES} bytes (UTF-8); got "
+            f"{len(value.encode('utf-8', 'surrogateescape'))}"
+        )
     return value
 
 
 def seconds(value, where="wait timeout"):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
-        raise OptionError(f"ovf: {where} must be a number of seconds >= 0 (0: wait for ever); got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not 0 <= value < float("inf")
+    ):
+        raise OptionError(
+            f"ovf: {where} must be a number of seconds >= 0 (0: wait for ever); got {value!r}"
+        )
     return float(value)
 
 
@@ -87,14 +104,18 @@ def _env_int(name, text):
     try:
         return int(text)
     except ValueError:
-        raise OptionError(f"ovf: environment variable {name} must be an integer; got {text!r}") from None
+        raise OptionError(
+            f"ovf: environment variable {name} must be an integer; got {text!r}"
+        ) from None
 
 
 def _env_float(name, text):
     try:
         return float(text)
     except ValueError:
-        raise OptionError(f"ovf: environment variable {name} must be a number; got {text!r}") from None
+        raise OptionError(
+            f"ovf: environment variable {name} must be a number; got {text!r}"
+        ) from None
 
 
 def from_environment(environ=None):
@@ -107,8 +128,9 @@ def from_environment(environ=None):
         "trace_batch_nums": [],
         "abort_after_batch_num": None,
         "module": module_glob(env.get("OVF_MODULE", ""), "OVF_MODULE"),
-        "after_batch": batch_number(_env_int("OVF_AFTER_BATCH", env.get("OVF_AFTER_BATCH", "0")),
-                                    "OVF_AFTER_BATCH"),
+        "after_batch": batch_number(
+            _env_int("OVF_AFTER_BATCH", env.get("OVF_AFTER_BATCH", "0")), "OVF_AFTER_BATCH"
+        ),
         "above": None,
         "below": None,
         "stop_mask": None,
@@ -121,20 +143,25 @@ def from_environment(environ=None):
     trace = env.get("OVF_TRACE_BATCHES", "").strip()
     if trace:
         opts["trace_batch_nums"] = batch_list(
-            [_env_int("OVF_TRACE_BATCHES", t) for t in trace.split(",") if t.strip()], "OVF_TRACE_BATCHES")
+            [_env_int("OVF_TRACE_BATCHES", t) for t in trace.split(",") if t.strip()],
+            "OVF_TRACE_BATCHES",
+        )
     if env.get("OVF_ABORT_AFTER", "").strip():
         opts["abort_after_batch_num"] = optional_batch(
-            _env_int("OVF_ABORT_AFTER", env["OVF_ABORT_AFTER"]), "OVF_ABORT_AFTER")
+            _env_int("OVF_ABORT_AFTER", env["OVF_ABORT_AFTER"]), "OVF_ABORT_AFTER"
+        )
     if env.get("OVF_ABOVE", "").strip():
         opts["above"] = _env_float("OVF_ABOVE", env["OVF_ABOVE"])
     if env.get("OVF_BELOW", "").strip():
         opts["below"] = _env_float("OVF_BELOW", env["OVF_BELOW"])
     if env.get("OVF_RING_CAPACITY", "").strip():
-        opts["ring_capacity"] = ring_capacity(_env_int("OVF_RING_CAPACITY", env["OVF_RING_CAPACITY"]),
-                                              "OVF_RING_CAPACITY")
+        opts["ring_capacity"] = ring_capacity(
+            _env_int("OVF_RING_CAPACITY", env["OVF_RING_CAPACITY"]), "OVF_RING_CAPACITY"
+        )
     if env.get("OVF_WAIT_TIMEOUT", "").strip():
-        opts["wait_timeout"] = seconds(_env_float("OVF_WAIT_TIMEOUT", env["OVF_WAIT_TIMEOUT"]),
-                                       "OVF_WAIT_TIMEOUT")
+        opts["wait_timeout"] = seconds(
+            _env_float("OVF_WAIT_TIMEOUT", env["OVF_WAIT_TIMEOUT"]), "OVF_WAIT_TIMEOUT"
+        )
     if "OVF_STOP" in env:
         opts["stop_mask"] = stop_mask(env["OVF_STOP"], "OVF_STOP")
     opts["observe"] = observe_bits(env.get("OVF_OBSERVE", ""), "OVF_OBSERVE")
@@ -169,7 +196,8 @@ def _bits(text, where, table, what):
 
 
 def observe_bits(text, where="observe"):
-    """A comma list from "ops", "backward", "optimizer_state" as the control block's observe bits."""
+    """A comma list from "ops", "backward", "optimizer_state" as the control block's
+    observe bits."""
     return _bits(text, where, OBSERVE_BITS, "what to observe")
 
 

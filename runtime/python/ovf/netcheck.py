@@ -41,12 +41,25 @@ class Stopped(Exception):
 
 
 def _parser():
-    p = argparse.ArgumentParser(prog="python3 -m ovf.netcheck", description=__doc__.split("\n\n")[1])
-    p.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                   help="seconds each step may take before the ranks that did not answer are named (60)")
-    p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
-                   help="auto: NCCL when CUDA is available, else Gloo")
-    p.add_argument("--mib", type=float, default=4.0, metavar="M", help="MiB to allocate and all-reduce (4)")
+    p = argparse.ArgumentParser(
+        prog="python3 -m ovf.netcheck", description=__doc__.split("\n\n")[1]
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds each step may take before the ranks that did not answer are named (60)",
+    )
+    p.add_argument(
+        "--backend",
+        choices=("auto", "nccl", "gloo"),
+        default="auto",
+        help="auto: NCCL when CUDA is available, else Gloo",
+    )
+    p.add_argument(
+        "--mib", type=float, default=4.0, metavar="M", help="MiB to allocate and all-reduce (4)"
+    )
     return p
 
 
@@ -64,7 +77,9 @@ class Check:
     def reached(self, phase):
         self.phase = phase
         if phase == PHASES[0]:
-            self.store.set(HOST.format(self.rank), self.host)  # before the step count says it is there
+            self.store.set(
+                HOST.format(self.rank), self.host
+            )  # before the step count says it is there
             self.store.add(STEPS.format(self.rank), 1)
             self.store.add(JOINED, 1)
         else:
@@ -76,7 +91,9 @@ class Check:
         pause = POLL_FIRST_S  # short at first, so the timings printed are the collectives'
         while not done():
             if time.monotonic() > deadline:
-                raise Failed(f"{self.laggards()} within {self.args.timeout:g} s, while waiting for {what}")
+                raise Failed(
+                    f"{self.laggards()} within {self.args.timeout:g} s, while waiting for {what}"
+                )
             time.sleep(pause)
             pause = min(2 * pause, POLL_MAX_S)
 
@@ -86,30 +103,49 @@ class Check:
         for r in range(self.world):
             steps = self.store.add(STEPS.format(r), 0)
             if steps > 0:
-                seen[r] = (PHASES[min(steps, len(PHASES)) - 1], self.store.get(HOST.format(r)).decode())
+                seen[r] = (
+                    PHASES[min(steps, len(PHASES)) - 1],
+                    self.store.get(HOST.format(r)).decode(),
+                )
         return seen
 
     def laggards(self, alive=None):
-        """"rank 1 did not answer (it never joined)" and the like: the ranks
+        """ "rank 1 did not answer (it never joined)" and the like: the ranks
         not in `alive`, or by default those that are steps behind this one."""
         try:
             seen = self.progress()
         except Exception as e:  # noqa: BLE001 - the store's own failure is the news then
             return f"the rendezvous store stopped answering ({_first_line(e)})"
         mine = PHASES.index(self.phase) if self.phase in PHASES else -1
-        behind = [r for r in range(self.world) if (r not in alive if alive is not None else
-                                                   r not in seen or PHASES.index(seen[r][0]) < mine)]
+        behind = [
+            r
+            for r in range(self.world)
+            if (
+                r not in alive
+                if alive is not None
+                else r not in seen or PHASES.index(seen[r][0]) < mine
+            )
+        ]
         if not behind:
             return "every rank got this far and is alive; the backend itself failed"
-        return "; ".join(f"rank {r}" + (f" on {seen[r][1]} did not answer (last step: {seen[r][0]})" if r in seen
-                                        else " did not answer (it never joined)") for r in behind)
+        return "; ".join(
+            f"rank {r}"
+            + (
+                f" on {seen[r][1]} did not answer (last step: {seen[r][0]})"
+                if r in seen
+                else " did not answer (it never joined)"
+            )
+            for r in behind
+        )
 
     def collective(self, what, work):
         self.wait(what, work.is_completed)
         try:
             work.wait()
         except RuntimeError as e:
-            raise Failed(f"{what} failed: {_first_line(e)}; {self.laggards(self.survivors())}") from None
+            raise Failed(
+                f"{what} failed: {_first_line(e)}; {self.laggards(self.survivors())}"
+            ) from None
 
     def survivors(self):
         """The ranks that answer after a failed collective. Every rank got as
@@ -140,8 +176,14 @@ def run(check):
 
     args, rank, world = check.args, check.rank, check.world
     cuda = torch.cuda.is_available()
-    backend = args.backend if args.backend != "auto" else ("nccl" if cuda and dist.is_nccl_available() else "gloo")
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
+    backend = (
+        args.backend
+        if args.backend != "auto"
+        else ("nccl" if cuda and dist.is_nccl_available() else "gloo")
+    )
+    device = (
+        torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
+    )
     if device.type == "cuda":
         torch.cuda.set_device(device)
         # Without these, a hung NCCL collective ignores the process group's timeout.
@@ -150,11 +192,18 @@ def run(check):
     check.device, check.backend = str(device), backend
     timeout = datetime.timedelta(seconds=args.timeout)
     check.phase = "joining"
-    check.store, _, _ = next(dist.rendezvous("env://", rank=rank, world_size=world, timeout=timeout))
+    check.store, _, _ = next(
+        dist.rendezvous("env://", rank=rank, world_size=world, timeout=timeout)
+    )
     check.reached("joined")
     check.wait("every rank to join", lambda: check.store.add(JOINED, 0) >= world)
-    dist.init_process_group(backend, store=dist.PrefixStore("ovf-netcheck-pg", check.store), rank=rank,
-                            world_size=world, timeout=timeout)
+    dist.init_process_group(
+        backend,
+        store=dist.PrefixStore("ovf-netcheck-pg", check.store),
+        rank=rank,
+        world_size=world,
+        timeout=timeout,
+    )
     check.reached("initialised")
     numel = max(1, int(args.mib * 2**20) // 4)
     data = torch.full((numel,), float(rank + 1), dtype=torch.float32, device=device)
@@ -178,8 +227,13 @@ def main(argv=None):
     try:
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     except (KeyError, ValueError):
-        print("ovf netcheck: RANK and WORLD_SIZE are not set: start it with\n"
-              "    python3 -m torch.distributed.run --nproc_per_node N -m ovf.netcheck", file=sys.stderr)
+        print(
+            (
+                "ovf netcheck: RANK and WORLD_SIZE are not set: start it with\n"
+                "    python3 -m torch.distributed.run --nproc_per_node N -m ovf.netcheck"
+            ),
+            file=sys.stderr,
+        )
         return 2
     check = Check(args, rank, world)
     signal.signal(signal.SIGTERM, _stop)
@@ -189,14 +243,26 @@ def main(argv=None):
     except (Failed, Stopped, RuntimeError) as e:
         if isinstance(e, Stopped):
             # The launcher ends every rank once one has failed: say what this one was waiting for.
-            why = f"stopped by {e} (the launcher ends all ranks when one fails) after step '{check.phase}'"
+            why = (
+                f"stopped by {e} (the launcher ends all ranks when one fails) after step"
+                f" '{check.phase}'"
+            )
         else:
-            why = str(e) if isinstance(e, Failed) else f"{_first_line(e)} (after step '{check.phase}')"
+            why = (
+                str(e)
+                if isinstance(e, Failed)
+                else f"{_first_line(e)} (after step '{check.phase}')"
+            )
         if not isinstance(e, Failed) and check.store is not None:
             why += f"; {check.laggards()}"
-        print(f"ovf netcheck: {check.who()}: FAILED: {why}\n"
-              "ovf netcheck: rerun with NCCL_DEBUG=INFO (and TORCH_DISTRIBUTED_DEBUG=DETAIL) for the "
-              "backend's own account", flush=True)
+        print(
+            (
+                f"ovf netcheck: {check.who()}: FAILED: {why}\novf netcheck: rerun with"
+                " NCCL_DEBUG=INFO (and TORCH_DISTRIBUTED_DEBUG=DETAIL) for the backend's own"
+                " account"
+            ),
+            flush=True,
+        )
         # Tearing down a process group whose peers are gone can hang: leave at once.
         os._exit(1)
     print(f"ovf netcheck: {check.who()}: OK: {result}", flush=True)

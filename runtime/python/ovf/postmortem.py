@@ -18,15 +18,28 @@ import traceback
 
 
 def _parser():
-    p = argparse.ArgumentParser(prog="python3 -m ovf.postmortem", description=__doc__.split("\n\n")[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python3 -m ovf.postmortem",
+        description=__doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("cores", nargs="+", metavar="CORE", help="core files, e.g. one per rank")
-    p.add_argument("--frames", type=_count, default=None, metavar="N",
-                   help="frames listed per core (default: the runtime's max_frames_to_save; 0: none)")
+    p.add_argument(
+        "--frames",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="frames listed per core (default: the runtime's max_frames_to_save; 0: none)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON document instead of text")
-    p.add_argument("--python", action="store_true",
-                   help="also the Python stack and the producing frame's locals at the latest event "
-                   "(ovf py-bt, ovf py-locals)")
+    p.add_argument(
+        "--python",
+        action="store_true",
+        help=(
+            "also the Python stack and the producing frame's locals at the latest event "
+            "(ovf py-bt, ovf py-locals)"
+        ),
+    )
     return p
 
 
@@ -71,7 +84,10 @@ def main(argv=None):
     try:
         postmortem = _import_plugin()
     except ImportError as e:
-        print(f"ovf: cannot import ovf_plugin, which is installed beside the ovf package ({e})", file=sys.stderr)
+        print(
+            f"ovf: cannot import ovf_plugin, which is installed beside the ovf package ({e})",
+            file=sys.stderr,
+        )
         return 2
     cores = []
     try:
@@ -85,13 +101,20 @@ def main(argv=None):
         else:
             _report(postmortem, cores, args.frames, args.python)
     except BrokenPipeError:  # `... | head`: the reader has what it wanted
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - so that the exit's flush does not fail again
+        sys.stdout = open(
+            os.devnull, "w"
+        )  # noqa: SIM115 - so that the exit's flush does not fail again
         return 0
     except Exception as e:  # noqa: BLE001 - a hostile core gets one line, never a traceback
         if os.environ.get("OVF_DEBUG"):
             traceback.print_exc()
-        print(f"ovf: internal error reading {' '.join(args.cores)} ({type(e).__name__}: {e}); "
-              "OVF_DEBUG=1 shows the traceback", file=sys.stderr)
+        print(
+            (
+                f"ovf: internal error reading {' '.join(args.cores)} ({type(e).__name__}: {e}); "
+                "OVF_DEBUG=1 shows the traceback"
+            ),
+            file=sys.stderr,
+        )
         return 2
     finally:
         for core in cores:

@@ -30,8 +30,15 @@ def _finite(x):
 
 
 # Ops that return memory nobody wrote yet: whatever bits it holds are no one's value.
-UNINITIALISED = {"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
-                 "aten::new_empty_strided", "aten::resize_", "aten::resize_as_"}
+UNINITIALISED = {
+    "aten::empty",
+    "aten::empty_like",
+    "aten::empty_strided",
+    "aten::new_empty",
+    "aten::new_empty_strided",
+    "aten::resize_",
+    "aten::resize_as_",
+}
 
 
 class FirstNonFinite(TorchDispatchMode):
@@ -59,8 +66,10 @@ class FirstNonFinite(TorchDispatchMode):
                     self.batch += 1
 
         self.root, self.names = None, {}
-        self._hooks = [torch.nn.modules.module.register_module_forward_pre_hook(pre),
-                       torch.nn.modules.module.register_module_forward_hook(post)]
+        self._hooks = [
+            torch.nn.modules.module.register_module_forward_pre_hook(pre),
+            torch.nn.modules.module.register_module_forward_hook(post),
+        ]
         return super().__enter__()
 
     def __exit__(self, *exc):
@@ -86,7 +95,8 @@ class FirstNonFinite(TorchDispatchMode):
             # schemas do not mark every such argument: native_batch_norm's running_var).
             outputs, _ = tree_flatten(out)
             if not all(_finite(x) for x in [*outputs, *inputs]):
-                # Modules run forwards; the loss, backward and step belong to the batch just counted.
+                # Modules run forwards; the loss, backward and step belong to the batch
+                # just counted.
                 in_forward = bool(self.modules)
                 batch = self.batch if in_forward else max(self.batch - 1, 0)
                 module = self.modules[-1] if in_forward else "(no module)"

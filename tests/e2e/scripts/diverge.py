@@ -5,11 +5,13 @@
 
 Each ``Amplifier`` multiplies its input by a gain; ``--gain blocks.1.amp:2:1e5``
 sets that amplifier's gain to 1e5 from batch 2 on, and ``--inf-at
-blocks.1.amp:3`` to 1e39 from batch 3 on, so its output is inf in float32. ``--nan-after`` makes every ``Center`` subtract its input
-from itself, so an inf input turns into NaN one module later. ``--hostile`` adds
-a module whose name holds terminal escape sequences. ``--reference`` wraps the model in ``ovf.DebugUnderflowOverflow`` (the reference's report and
-exception); without it the script is an ordinary training loop that ovf must
-find on its own (``ovf break-on-nan`` in gdb, ``python3 -m ovf``).
+blocks.1.amp:3`` to 1e39 from batch 3 on, so its output is inf in float32.
+``--nan-after`` makes every ``Center`` subtract its input from itself, so an inf
+input turns into NaN one module later. ``--hostile`` adds a module whose name holds
+terminal escape sequences. ``--reference`` wraps the model in
+``ovf.DebugUnderflowOverflow`` (the reference's report and exception); without it the
+script is an ordinary training loop that ovf must find on its own (``ovf break-on-nan``
+in gdb, ``python3 -m ovf``).
 """
 
 import argparse
@@ -56,7 +58,9 @@ class Net(nn.Module):
         super().__init__()
         self.blocks = nn.ModuleList(Block(width) for _ in range(depth))
         # ModuleDict keys may be any string without a dot: a name is untrusted input
-        self.extra = nn.ModuleDict({"evil\x1b[2J\x1b]0;pwned\x07\\": Amplifier()} if hostile else {})
+        self.extra = nn.ModuleDict(
+            {"evil\x1b[2J\x1b]0;pwned\x07\\": Amplifier()} if hostile else {}
+        )
         self.head = nn.Linear(width, 1)
 
     def forward(self, x):
@@ -70,11 +74,23 @@ class Net(nn.Module):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=6)
-    p.add_argument("--inf-at", action="append", default=[], metavar="PATH:BATCH",
-                   help="amplifier whose output overflows from that batch on")
-    p.add_argument("--gain", action="append", default=[], metavar="PATH:BATCH:X",
-                   help="amplifier whose gain is X from that batch on")
-    p.add_argument("--hostile", action="store_true", help="add a module with escape sequences in its name")
+    p.add_argument(
+        "--inf-at",
+        action="append",
+        default=[],
+        metavar="PATH:BATCH",
+        help="amplifier whose output overflows from that batch on",
+    )
+    p.add_argument(
+        "--gain",
+        action="append",
+        default=[],
+        metavar="PATH:BATCH:X",
+        help="amplifier whose gain is X from that batch on",
+    )
+    p.add_argument(
+        "--hostile", action="store_true", help="add a module with escape sequences in its name"
+    )
     p.add_argument("--nan-after", action="store_true", help="Center modules turn inf into NaN")
     p.add_argument("--reference", action="store_true", help="wrap in ovf.DebugUnderflowOverflow")
     return p.parse_args(argv)

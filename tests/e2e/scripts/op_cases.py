@@ -59,8 +59,14 @@ class Root(nn.Module):
 class Model(nn.Module):
     def __init__(self, case):
         super().__init__()
-        self.body = {"log": LogFeatures, "div": Ratio, "exp": Softplus, "mha": Attention,
-                     "sqrt": Root, "step": LogFeatures}[case]()
+        self.body = {
+            "log": LogFeatures,
+            "div": Ratio,
+            "exp": Softplus,
+            "mha": Attention,
+            "sqrt": Root,
+            "step": LogFeatures,
+        }[case]()
         self.head = nn.Linear(4 if case != "sqrt" else 1, 1)
 
     def forward(self, x, shift):

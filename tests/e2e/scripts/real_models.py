@@ -46,7 +46,9 @@ class Block(nn.Module):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
         self.attn = CausalSelfAttention(width, heads, block)
-        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+        self.mlp = nn.Sequential(
+            nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width)
+        )
 
     def forward(self, x, temperature=1.0):
         x = x + self.attn(self.ln1(x), temperature)
@@ -151,8 +153,15 @@ def vit_adamw_eps0():
     whose gradient is exactly 0 gets 0/0 in the update."""
     from torchvision.models.vision_transformer import VisionTransformer
 
-    model = VisionTransformer(image_size=16, patch_size=8, num_layers=1, num_heads=2, hidden_dim=16,
-                              mlp_dim=32, num_classes=4)
+    model = VisionTransformer(
+        image_size=16,
+        patch_size=8,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        mlp_dim=32,
+        num_classes=4,
+    )
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, eps=0.0)
     for batch in range(2):
         loss = F.cross_entropy(model(torch.randn(2, 3, 16, 16)), torch.tensor([0, 1]))
@@ -180,8 +189,18 @@ def normalised_distance():
         print(f"batch {batch} loss {loss.item():.4f}", flush=True)
 
 
-CASES = {f.__name__: f for f in (gpt_healthy, gpt_log_loss, attention_fp16, mha_padding, resnet_batchnorm,
-                                  vit_adamw_eps0, normalised_distance)}
+CASES = {
+    f.__name__: f
+    for f in (
+        gpt_healthy,
+        gpt_log_loss,
+        attention_fp16,
+        mha_padding,
+        resnet_batchnorm,
+        vit_adamw_eps0,
+        normalised_distance,
+    )
+}
 
 
 def main():
