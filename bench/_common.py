@@ -15,6 +15,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import torch  # noqa: E402
 
+from _verdict import exit_status  # noqa: E402,F401 - every benchmark ends the same way
+
 torch.set_num_threads(THREADS)
 try:
     torch.set_num_interop_threads(THREADS)
@@ -35,16 +37,6 @@ def import_ovf():
     from ovf import _ovf  # noqa: F401 - the runtime itself, not only the lazy package
 
     return ovf
-
-
-def exit_status(missed, quick):
-    """1 when a target was missed in a full run. A --quick run is a smoke test
-    (the test command runs every benchmark that way so that none can rot): its
-    timings are too short to judge, so it says so and passes."""
-    if quick and missed:
-        print("(--quick: a smoke test; targets are judged on full runs only)")
-        return 0
-    return 1 if missed else 0
 
 
 def import_t5_style():

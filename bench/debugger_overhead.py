@@ -56,6 +56,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _verdict import exit_status  # noqa: E402
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("OVF_BUILD_DIR", os.path.join(REPO, "build"))
 PACKAGE = os.path.join(BUILD, "python", "ovf")
@@ -73,7 +76,7 @@ OVF_ENV = {
 NO_SEQ = 0xFFFFFFFFFFFFFFFF
 FIRST_NONFINITE = 48  # ovf_state_t.first_nonfinite_seq (docs/ring-layout.md)
 FRAMES_WRITTEN = 136  # ovf_state_t.frames_written
-NAIVE_FUNCTION = "'(anonymous namespace)::forward_hook'"  # runtime/python/bindings.cpp
+NAIVE_FUNCTION = "'ovf::forward_hook'"  # runtime/python/py_hooks.cpp
 NAIVE_CONDITION = f"*(unsigned long long *)((char *)&ovf_state + {FIRST_NONFINITE}) != {NO_SEQ:#x}"
 STAMP = (
     "python import time; print('OVF_BENCH_T', time.clock_gettime(time.CLOCK_MONOTONIC), flush=True)"
@@ -336,7 +339,7 @@ def mode_c(steps):
         ["step 0 loss", f"step {steps - 2} loss"],
     )
     r.check(
-        re.search(r"^Breakpoint 1, \(anonymous namespace\)::forward_hook", r.text, re.M) is not None
+        re.search(r"^Breakpoint 1, ovf::forward_hook", r.text, re.M) is not None
         and "stamp" in r.seen,
         "the naive breakpoint did not stop",
     )
@@ -844,7 +847,7 @@ def main():
         print("targets met")
     if args.reps < 3:
         print("(fewer than 3 repetitions: a smoke test, not a result)")
-    return 1 if missed else 0
+    return exit_status(missed, args.quick)
 
 
 if __name__ == "__main__":
