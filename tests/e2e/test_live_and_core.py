@@ -135,3 +135,45 @@ def test_gcore_file(debugger, tmp_path):
     )
     post = debugger.run(["ovf frames", debugger.cut()], core=core)
     assert between(post, "Last 21 forward frames:") == between(live, "Last 21 forward frames:")
+
+
+SLOW_WARN = """
+import sys, time, torch
+from torch import nn
+import ovf
+model = nn.Sequential(nn.Linear(2, 2))
+ovf.DebugUnderflowOverflow(model, on_nan="warn")
+print("ready", flush=True)
+while not open(sys.argv[1]).read().startswith("go"):  # the test says when the debugger is gone
+    model(torch.ones(1, 2))
+    time.sleep(0.05)
+model(torch.tensor([[float("nan"), 1.0]]))
+print("went on", flush=True)
+"""
+
+
+def test_a_detached_debugger_hands_events_back_to_the_process(debugger, tmp_path):
+    # `ovf break-on-nan` on an attached warn-mode process writes on_event=continue; after
+    # `detach` nobody would report the NaN. The runtime sees no tracer at the event and
+    # acts as the process itself chose: the warn report.
+    flag = tmp_path / "flag"
+    flag.write_text("wait")
+    log = open(tmp_path / "out.txt", "w")
+    proc = subprocess.Popen([PYTHON, "-u", "-c", SLOW_WARN, str(flag)], stdout=log, stderr=subprocess.STDOUT,
+                            env=clean_env(PYTHONPATH=os.path.join(BUILD, "python")))
+    try:
+        deadline = time.time() + TIMEOUT
+        while "ready" not in (tmp_path / "out.txt").read_text():
+            assert proc.poll() is None and time.time() < deadline
+            time.sleep(0.1)
+        out = debugger.run(["ovf break-on-nan", "ovf status", "detach"], pid=proc.pid)
+        assert "ovf: the running process (pid %d) is armed" % proc.pid in out, out
+        assert "on event: continue" in out
+        flag.write_text("go")
+        proc.wait(timeout=TIMEOUT)
+        text = (tmp_path / "out.txt").read_text()
+        assert "Detected inf/nan during batch_number=" in text and "went on" in text, text
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
