@@ -144,6 +144,7 @@ def headroom(r):
 # enum ovf_observe_bits
 OBSERVE_OPS = 1 << 0
 OBSERVE_BACKWARD = 1 << 1
+OBSERVE_OPTIMIZER_STATE = 1 << 2
 NO_ID = 0xFFFFFFFF
 
 # enum ovf_on_event, index = value

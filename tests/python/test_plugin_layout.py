@@ -1,6 +1,7 @@
 """The decoder's field tables against the compiled ring.h, field by field."""
 
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -11,7 +12,7 @@ import pytest
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "plugin"))
 
-from ovf_plugin import layout  # noqa: E402
+from ovf_plugin import layout, snapshot  # noqa: E402
 
 PROGRAM = r"""
 #include <cstdio>
@@ -163,3 +164,79 @@ def test_sizes_and_constants(compiled):
         "glob": layout.GLOB_SIZE,
         "trace": layout.MAX_TRACE_BATCHES,
     }
+
+
+# Every member of every enum of ring.h, read from the header itself, and the
+# Python name that must hold the same value (a member added in C and not in the
+# readers fails here).
+ENUM_MEMBER = re.compile(r"^\s+(OVF_[A-Z0-9_]+)\s*=", re.M)
+PYTHON_NAME = [  # (C prefix, module, Python prefix)
+    ("OVF_KIND_", layout, "KIND_"),
+    ("OVF_FLAG_", layout, "FLAG_"),
+    ("OVF_STOP_", layout, "STOP_"),
+    ("OVF_OBSERVE_", layout, "OBSERVE_"),
+    ("OVF_SNAP_USER", snapshot, "FLAG_USER"),
+    ("OVF_SNAP_", snapshot, "LOCAL_"),
+]
+
+
+def enum_members():
+    with open(os.path.join(TOP, "runtime", "include", "ovf", "ring.h")) as f:
+        return ENUM_MEMBER.findall(f.read())
+
+
+@pytest.fixture(scope="module")
+def enum_values(tmp_path_factory):
+    names = enum_members()
+    work = tmp_path_factory.mktemp("enums")
+    source = work / "enums.cpp"
+    source.write_text(
+        '#include <cstdio>\n#include "ovf/ring.h"\nint main() {\n'
+        + "".join(f'  std::printf("{n} %llu\\n", (unsigned long long){n});\n' for n in names)
+        + "}\n"
+    )
+    compiler = shutil.which("c++") or shutil.which("g++")
+    subprocess.run(
+        [
+            compiler,
+            "-std=c++17",
+            "-I",
+            os.path.join(TOP, "runtime", "include"),
+            str(source),
+            "-o",
+            str(work / "enums"),
+        ],
+        check=True,
+        timeout=120,
+    )
+    out = subprocess.run(
+        [str(work / "enums")], check=True, capture_output=True, text=True, timeout=30
+    ).stdout
+    return {name: int(value) for name, value in (line.split() for line in out.splitlines())}
+
+
+def test_every_enum_value_of_the_header_is_the_readers(enum_values):
+    assert len(enum_values) > 60
+    for name, value in enum_values.items():
+        if name.startswith("OVF_DTYPE_"):
+            assert layout.DTYPE_NAMES[value], name
+            continue
+        if name.startswith("OVF_ON_EVENT_"):
+            assert layout.ON_EVENT_NAMES[value] == name.removeprefix("OVF_ON_EVENT_").lower(), name
+            continue
+        c_prefix, module, py_prefix = next(p for p in PYTHON_NAME if name.startswith(p[0]))
+        python = py_prefix + name.removeprefix(c_prefix) if c_prefix.endswith("_") else py_prefix
+        assert (
+            getattr(module, python) == value
+        ), f"{name} = {value} in ring.h, {module.__name__}.{python}"
+    dtypes = [v for n, v in enum_values.items() if n.startswith("OVF_DTYPE_")]
+    assert len(layout.DTYPE_NAMES) == max(dtypes) + 1
+
+
+def test_the_runtimes_names_of_stop_and_observe_bits_are_the_readers():
+    from ovf import _ovf  # the C++ tables (control.cpp) the Python API and OVF_* variables use
+
+    assert dict(_ovf.STOP_BITS) == dict(layout.STOP_NAMES)
+    assert _ovf.OBSERVE_BITS["ops"] == layout.OBSERVE_OPS
+    assert _ovf.OBSERVE_BITS["backward"] == layout.OBSERVE_BACKWARD
+    assert dict(_ovf.ON_EVENT) == {n: i for i, n in enumerate(layout.ON_EVENT_NAMES)}
