@@ -110,31 +110,27 @@ int main() {
 }"""
 
 
-@pytest.fixture(scope="module")
-def compiled(tmp_path_factory):
+def run_against_ring_h(work, name, program):
+    """Compiles `program` (C++ including ovf/ring.h) in `work` and returns what it prints."""
     compiler = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
     if compiler is None:
         pytest.skip("no C++ compiler")
-    work = tmp_path_factory.mktemp("layout")
-    source = work / "layout.cpp"
-    source.write_text(PROGRAM)
-    binary = work / "layout"
+    source, binary = work / f"{name}.cpp", work / name
+    source.write_text(program)
+    include = os.path.join(TOP, "runtime", "include")
     subprocess.run(
-        [
-            compiler,
-            "-std=c++17",
-            "-I",
-            os.path.join(TOP, "runtime", "include"),
-            str(source),
-            "-o",
-            str(binary),
-        ],
+        [compiler, "-std=c++17", "-I", include, str(source), "-o", str(binary)],
         check=True,
         timeout=120,
     )
-    return json.loads(
-        subprocess.run([str(binary)], check=True, capture_output=True, text=True, timeout=30).stdout
-    )
+    return subprocess.run(
+        [str(binary)], check=True, capture_output=True, text=True, timeout=30
+    ).stdout
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    return json.loads(run_against_ring_h(tmp_path_factory.mktemp("layout"), "layout", PROGRAM))
 
 
 @pytest.mark.parametrize(
@@ -188,30 +184,12 @@ def enum_members():
 @pytest.fixture(scope="module")
 def enum_values(tmp_path_factory):
     names = enum_members()
-    work = tmp_path_factory.mktemp("enums")
-    source = work / "enums.cpp"
-    source.write_text(
+    program = (
         '#include <cstdio>\n#include "ovf/ring.h"\nint main() {\n'
         + "".join(f'  std::printf("{n} %llu\\n", (unsigned long long){n});\n' for n in names)
         + "}\n"
     )
-    compiler = shutil.which("c++") or shutil.which("g++")
-    subprocess.run(
-        [
-            compiler,
-            "-std=c++17",
-            "-I",
-            os.path.join(TOP, "runtime", "include"),
-            str(source),
-            "-o",
-            str(work / "enums"),
-        ],
-        check=True,
-        timeout=120,
-    )
-    out = subprocess.run(
-        [str(work / "enums")], check=True, capture_output=True, text=True, timeout=30
-    ).stdout
+    out = run_against_ring_h(tmp_path_factory.mktemp("enums"), "enums", program)
     return {name: int(value) for name, value in (line.split() for line in out.splitlines())}
 
 
