@@ -21,7 +21,8 @@ from .target import Target, TargetMemoryError
 try:
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
-except ImportError:  # the debuggers' Python may lack it; only this target needs it
+except (ImportError, AttributeError):  # the debuggers' Python may lack it, or a readline
+    # it imports (LLDB's); only this target needs it
     ELFFile = ELFError = None
 
 RUNTIME_LIBRARY = "libovf_runtime"

@@ -5,7 +5,6 @@ that every tool gives the same answer as python3 -m ovf.postmortem."""
 
 import os
 
-from .core_target import CoreTarget
 from .errors import OvfError
 
 
@@ -51,6 +50,10 @@ def open_unopened(path, why):
     ovf cannot read it either."""
     if path is None or not os.path.isfile(path):
         return None
+    # pyelftools only now: importing it at load pulls in pdb and readline, which
+    # LLDB 19's Python (its own readline module) cannot import.
+    from .core_target import CoreTarget
+
     target = CoreTarget(path)
     cut = (
         f", cut short: {target.size} of {target.expected_size} bytes"

@@ -23,7 +23,6 @@ SCRIPT = os.path.join(TOP, "tests", "e2e", "scripts", "diverge.py")
 DIVERGE = ["--inf-at", "blocks.1.amp:2"]  # diverge.py's usual run: inf in batch 2
 GDB_SCRIPT = os.path.join(TOP, "gdb", "ovf-gdb.py")
 LLDB_SCRIPT = os.path.join(TOP, "lldb", "ovf_lldb.py")
-PYSTACK = os.path.join(TOP, "tests", "e2e", "lldb_pystack.py")
 TIMEOUT = 120
 CUT_MARK = "----8<----"  # printed by Debugger.cut: where a command's output ends
 
@@ -133,7 +132,7 @@ class Gdb(Debugger):
     name = "gdb"
     attach = "gdb -p PID"
     list_breakpoints = "info breakpoints"
-    py_bt = ["py-bt"]
+    py_bt = ["ovf py-bt"]
     # gdb's report of a stop at ovf_stop_event, from the blank line it prints first
     HIT = re.compile(r'\nThread 1 "python3" hit Breakpoint 1, ovf_stop_event \(')
 
@@ -243,7 +242,8 @@ class Gdb(Debugger):
         """Whether the Python stack (py_bt's output) has `function` in diverge.py at `source`."""
         return (
             re.search(
-                rf'File ".*diverge.py", line \d+, in {function}\n    {re.escape(source)}', out
+                rf'File ".*diverge.py", line \d+, in {function}(?:    <- [^\n]*)?\n    {re.escape(source)}',
+                out,
             )
             is not None
         )
@@ -253,9 +253,9 @@ class Lldb(Debugger):
     name = "lldb"
     attach = "lldb -p PID"
     list_breakpoints = "breakpoint list"
-    # LLDB has no py-bt: `bt` shows the stop in ovf_stop_event and (LLDB 19 cannot unwind
-    # further through GCC's hot/cold-split functions) lldb_pystack.py reads CPython's frames.
-    py_bt = ["bt", f"command script import {PYSTACK}", "script lldb_pystack.show(lldb.debugger)"]
+    # LLDB has no py-bt of its own: `bt` shows the stop in ovf_stop_event (LLDB 19 cannot
+    # unwind further through GCC's hot/cold-split functions), `ovf py-bt` the Python stack.
+    py_bt = ["bt", "ovf py-bt"]
     # LLDB's report of a stop at ovf_stop_event
     HIT = re.compile(
         r"^\* thread #1, name = 'python3', stop reason = breakpoint 1\.1\n"
@@ -391,7 +391,8 @@ class Lldb(Debugger):
             )
             is not None
             and re.search(
-                rf'File ".*diverge.py", line \d+, in {function}\n    {re.escape(source)}', out
+                rf'File ".*diverge.py", line \d+, in {function}(?:    <- [^\n]*)?\n    {re.escape(source)}',
+                out,
             )
             is not None
         )

@@ -54,10 +54,9 @@ def test_ops_stop_after_the_producing_op_with_its_line_and_locals(case, title, l
         [
             "ovf break-on-nan --ops",
             "run",
-            "py-bt",
+            "ovf py-bt",
             CUT,
-            "frame function _PyEval_EvalFrameDefault",
-            "py-locals",
+            "ovf py-locals",
             CUT,
             "kill",
         ],
@@ -66,11 +65,20 @@ def test_ops_stop_after_the_producing_op_with_its_line_and_locals(case, title, l
     assert stop(out) == f"ovf: first {title}"
     assert out.count("hit Breakpoint 1, ") == 1
     backtrace = between(out, "Traceback (most recent call first):")
-    # the innermost Python frame is the forward, at the op's line
-    frames = re.findall(r'File "([^"]+)", line \d+, in (\w+)\n\s+(.*)', backtrace)
-    assert frames[0] == (CASES, "forward", born_line(case))
-    locals_text = between(out, "Locals for forward")
-    assert re.search(rf"^{local} = <Tensor at remote 0x[0-9a-f]+>$", locals_text, re.M), locals_text
+    # the program's innermost frame is the forward, at the op's line
+    frames = re.findall(
+        r'File "([^"]+)", line \d+, in (\w+)    <- the program\'s code.*\n\s+(.*)', backtrace
+    )
+    assert frames[0] == (CASES, "forward", born_line(case)), backtrace
+    locals_text = between(out, "ovf: locals of forward")
+    # the forward's local the op was given (its result is not assigned yet): a tensor with
+    # its statistics; the last line says why the op made the value
+    assert re.search(
+        rf"^\d\.\d\de[+-]\d\d \d\.\d\de[+-]\d\d {local}: Tensor float32\[[0-9, ]+\] cpu$",
+        locals_text,
+        re.M,
+    ), locals_text
+    assert locals_text.rstrip().splitlines()[-1].startswith("ovf: why: aten::"), locals_text
 
 
 @requires_gdb
@@ -78,7 +86,8 @@ def test_multihead_attention_functional_out_proj_is_seen():
     # nn.MultiheadAttention runs its projections functionally (out_proj is not
     # called as a module): only the op observer sees inside it.
     out = run_gdb(
-        ["ovf break-on-nan --ops", "run", "py-bt", CUT, "kill"], ["--args", PYTHON, CASES, "mha"]
+        ["ovf break-on-nan --ops", "run", "ovf py-bt", CUT, "kill"],
+        ["--args", PYTHON, CASES, "mha"],
     )
     title = stop(out)
     assert re.fullmatch(
@@ -119,7 +128,7 @@ def test_carriers_are_skipped_by_default_and_shown_with_carriers():
 @requires_gdb
 def test_backward_nan_is_named_by_its_forward_op():
     out = run_gdb(
-        ["ovf break-on-nan --backward", "run", "py-bt", CUT, "kill"],
+        ["ovf break-on-nan --backward", "run", "ovf py-bt", CUT, "kill"],
         ["--args", PYTHON, CASES, "sqrt"],
     )
     assert re.search(
@@ -142,7 +151,7 @@ def test_backward_nan_is_named_by_its_forward_op():
 @requires_gdb
 def test_optimizer_step_that_writes_nan_stops_at_the_step():
     out = run_gdb(
-        ["ovf break-on-nan", "run", "py-bt", CUT, "kill"], ["--args", PYTHON, CASES, "step"]
+        ["ovf break-on-nan", "run", "ovf py-bt", CUT, "kill"], ["--args", PYTHON, CASES, "step"]
     )
     assert (
         "ovf: first non-finite value (nan and inf) at batch 0" in out
