@@ -32,6 +32,8 @@ def env(**extra):
         "OPENBLAS_NUM_THREADS": "1",
         "OMP_NUM_THREADS": "1",
         "GLOO_SOCKET_IFNAME": "lo",
+        # Debian's torch 2.6 is built without libuv, which its TCPStore asks for by default
+        "USE_LIBUV": "0",
     }
     out.update(extra)
     return out

@@ -103,6 +103,7 @@ def enable(
     if not _enabled:
         from . import _optimizer
 
+        _hooks.hooks_installed()
         torch.nn.modules.module.register_module_forward_pre_hook(_ovf.forward_pre_hook)
         _register_global_forward_hook()
         _optimizer.install()

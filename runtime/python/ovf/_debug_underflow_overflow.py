@@ -86,6 +86,7 @@ class DebugUnderflowOverflow:
         _ovf.clear_modules()
         for module, name in self.module_names.items():
             _ovf.watch_module(module, _hooks.encoded(name), module is model)
+        _hooks.hooks_installed()
         self._handles = [_hooks.register_forward_hook(m) for m in self.module_names]
         bits = _options.OBSERVE_BITS
         observe = (

@@ -62,6 +62,20 @@ def _call_with_kwargs(self, *args, **kwargs):
         _kwargs_stack.pop()
 
 
+_deepened = False
+
+
+def hooks_installed():
+    """ovf's hooks cost one more Python frame per module call (torch 1.13: the kwargs
+    shim; torch 2: the path of _call_impl that runs hooks) over the two without them
+    (__call__ and forward): the recursion limit grows by as much, once, so a model
+    nests as deep under ovf as without it."""
+    global _deepened
+    if not _deepened:
+        sys.setrecursionlimit(sys.getrecursionlimit() * 3 // 2)
+        _deepened = True
+
+
 def install_kwargs_shim(force=False):
     """Lets hooks without kwargs (torch < 2.0) see keyword arguments. Idempotent."""
     global _original_call
@@ -69,17 +83,13 @@ def install_kwargs_shim(force=False):
         return
     _original_call = torch.nn.Module.__call__
     torch.nn.Module.__call__ = _call_with_kwargs
-    # The shim is one more Python frame per module call (two before it: __call__
-    # and forward): the recursion limit grows by as much, so a model nests as
-    # deep under ovf as without it.
-    sys.setrecursionlimit(sys.getrecursionlimit() * 3 // 2)
+    hooks_installed()
 
 
 def uninstall_kwargs_shim():
     """Restores nn.Module.__call__ once nothing needs keyword arguments any more."""
     global _original_call
     if _original_call is not None:
-        sys.setrecursionlimit(max(sys.getrecursionlimit() * 2 // 3, 100))
         torch.nn.Module.__call__ = _original_call
         _original_call = None
 
