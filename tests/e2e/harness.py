@@ -242,7 +242,8 @@ class Gdb(Debugger):
         """Whether the Python stack (py_bt's output) has `function` in diverge.py at `source`."""
         return (
             re.search(
-                rf'File ".*diverge.py", line \d+, in {function}(?:    <- [^\n]*)?\n    {re.escape(source)}',
+                rf'File ".*diverge.py", line \d+, in {function}(?:    <- [^\n]*)?\n'
+                rf"    {re.escape(source)}",
                 out,
             )
             is not None
@@ -391,7 +392,8 @@ class Lldb(Debugger):
             )
             is not None
             and re.search(
-                rf'File ".*diverge.py", line \d+, in {function}(?:    <- [^\n]*)?\n    {re.escape(source)}',
+                rf'File ".*diverge.py", line \d+, in {function}(?:    <- [^\n]*)?\n'
+                rf"    {re.escape(source)}",
                 out,
             )
             is not None

@@ -159,8 +159,12 @@ def test_a_detached_debugger_hands_events_back_to_the_process(debugger, tmp_path
     flag = tmp_path / "flag"
     flag.write_text("wait")
     log = open(tmp_path / "out.txt", "w")
-    proc = subprocess.Popen([PYTHON, "-u", "-c", SLOW_WARN, str(flag)], stdout=log, stderr=subprocess.STDOUT,
-                            env=clean_env(PYTHONPATH=os.path.join(BUILD, "python")))
+    proc = subprocess.Popen(
+        [PYTHON, "-u", "-c", SLOW_WARN, str(flag)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=clean_env(PYTHONPATH=os.path.join(BUILD, "python")),
+    )
     try:
         deadline = time.time() + TIMEOUT
         while "ready" not in (tmp_path / "out.txt").read_text():
