@@ -15,6 +15,7 @@ packages=(
   clang-format                                         # tools/lint.sh: the C++ style (.clang-format)
   lldb-19 python3-lldb-19                              # lldb front end (its Python works out of the box)
   python3-pyelftools                                   # reading core files and ELF symbols without a debugger
+  python3-matplotlib                                   # ovf plot: the picture (Agg, never in the training process)
 )
 missing=()
 for p in "${packages[@]}"; do
