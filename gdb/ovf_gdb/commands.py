@@ -4,13 +4,15 @@ import os
 import traceback
 
 import gdb
-
 from ovf_plugin import commands
-from ovf_plugin.errors import OvfError
 from ovf_plugin.session import Session
+from ovf_plugin.wording import GDB
+from ovf_ring.errors import OvfError
 
 from .breakpoint import on_stop
+from .control import GdbControl
 from .target import GdbTarget
+
 
 _session = None
 
@@ -60,7 +62,7 @@ def register(package_dirs=()):
     global _session
     if _session is not None:
         return
-    _session = Session(GdbTarget(), package_dirs)
+    _session = Session(GdbTarget(), GdbControl(), GDB, package_dirs)
     OvfPrefix()
     for name in commands.COMMANDS:
         doc = (

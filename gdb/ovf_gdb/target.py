@@ -1,20 +1,14 @@
-"""ovf_plugin's Target over gdb's Python API."""
+"""ovf_ring's Target (the program's memory) over gdb's Python API."""
 
 import re
 
 import gdb
-
-from ovf_plugin.proc_target import writable_regions
-from ovf_plugin.target import Target, TargetMemoryError
-from ovf_plugin.unopened_core import named_core
-
-from .breakpoint import StopBreakpoint
+from ovf_ring.proc_target import writable_regions
+from ovf_ring.target import Target, TargetMemoryError
+from ovf_ring.unopened_core import named_core
 
 
 class GdbTarget(Target):
-    def __init__(self):
-        self._breakpoint = None
-
     def kind(self):
         inferior = gdb.selected_inferior()
         if inferior.pid == 0:
@@ -59,24 +53,6 @@ class GdbTarget(Target):
             if name_part in line and line[:1].isspace():
                 return line.split()[-1]
         return None
-
-    def set_stop_breakpoint(self, function, callback):
-        bp = self._breakpoint
-        if bp is None or not bp.is_valid():
-            bp = self._breakpoint = StopBreakpoint(function)
-        bp.callback = callback
-        return bp
-
-    def get_environment(self, name):
-        text = gdb.execute(f"show environment {name}", to_string=True)
-        prefix = f"{name} = "
-        return text[len(prefix) :].rstrip("\n") if text.startswith(prefix) else None
-
-    def set_environment(self, name, value):
-        if value is None:
-            gdb.execute(f"unset environment {name}", to_string=True)
-        else:
-            gdb.execute(f"set environment {name}={value}", to_string=True)
 
 
 _SECTION = re.compile(r"^\s*0x([0-9a-f]+) - 0x([0-9a-f]+) is (load\d+\w*)", re.M)

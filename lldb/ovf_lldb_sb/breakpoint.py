@@ -11,7 +11,6 @@ gdb.events.stop), and in batch mode the stop is printed only when `run` or
 import sys
 
 from . import sessions
-from .wording import for_lldb
 
 
 def _write(text):
@@ -25,11 +24,11 @@ def stop_callback(frame, bp_loc, internal_dict):
     every LLDB with the `command container` command has)."""
     target = frame.GetThread().GetProcess().GetTarget()
     session = sessions.find(target.GetDebugger())
-    if session is None or not session.target.is_stop_breakpoint(
+    if session is None or not session.control.is_stop_breakpoint(
         target, bp_loc.GetBreakpoint().GetID()
     ):
         return True  # not ours any more (another target's, or ovf was reloaded): an ordinary stop
-    callback = getattr(session.target, "callback", None)
+    callback = session.control.callback
     if callback is None:
         return True
     try:
@@ -38,7 +37,7 @@ def stop_callback(frame, bp_loc, internal_dict):
     except Exception as e:  # noqa: BLE001 - a failure here must stop, never resume blindly
         _write(f"ovf: cannot decide about this stop ({type(e).__name__}: {e})\n")
         return True
-    _write(for_lldb(decision.now, session.target))
+    _write(decision.now)
     if decision.stop:
-        _write(for_lldb(decision.later, session.target))
+        _write(decision.later)
     return decision.stop

@@ -6,12 +6,11 @@ import shlex
 import traceback
 
 import lldb
-
 from ovf_plugin import commands
-from ovf_plugin.errors import OvfError
+from ovf_ring.errors import OvfError
 
 from . import sessions
-from .wording import for_lldb
+
 
 # No backticks: this text goes through an LLDB command line, which evaluates them.
 HELP = "Find the first inf/nan of a PyTorch run and stop there (help ovf NAME, or NAME --help)."
@@ -44,7 +43,7 @@ class OvfCommand:
             with session.target.pinned(exe_ctx.GetTarget()):
                 text = commands.execute(session, self.NAME, argv)
         except OvfError as e:
-            result.SetError(for_lldb(str(e), session.target))
+            result.SetError(str(e))
             return
         except Exception as e:  # noqa: BLE001 - the user gets one line, never a traceback
             if os.environ.get("OVF_DEBUG"):
@@ -54,7 +53,7 @@ class OvfCommand:
                 "OVF_DEBUG=1 shows the traceback"
             )
             return
-        result.Print(for_lldb(text, session.target))
+        result.Print(text)
         result.SetStatus(lldb.eReturnStatusSuccessFinishResult)
 
 

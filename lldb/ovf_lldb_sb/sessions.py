@@ -4,8 +4,11 @@ Kept here, not in ovf_lldb.py: LLDB re-executes the imported module on a
 second `command script import`, which would forget the sessions."""
 
 from ovf_plugin.session import Session
+from ovf_plugin.wording import LLDB
 
+from .control import LldbControl
 from .target import LldbTarget
+
 
 _sessions = {}  # SBDebugger.GetID() -> Session
 
@@ -19,5 +22,7 @@ def create(debugger, package_dirs):
     session = find(debugger)
     if session is not None:
         return session, False
-    session = _sessions[debugger.GetID()] = Session(LldbTarget(debugger), package_dirs)
+    memory = LldbTarget(debugger)
+    session = Session(memory, LldbControl(memory), LLDB, package_dirs)
+    _sessions[debugger.GetID()] = session
     return session, True

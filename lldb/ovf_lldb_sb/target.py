@@ -1,22 +1,18 @@
-"""ovf_plugin's Target over LLDB's SB API."""
+"""ovf_ring's Target (the program's memory) over LLDB's SB API."""
 
 import contextlib
 import os
 import re
-import struct
 
 import lldb
+from ovf_ring.loader import loaded_libraries
+from ovf_ring.proc_target import writable_regions
+from ovf_ring.target import Target, TargetMemoryError
+from ovf_ring.unopened_core import named_core
 
-from ovf_plugin.errors import OvfError
-from ovf_plugin.proc_target import writable_regions
-from ovf_plugin.target import Target, TargetMemoryError
-from ovf_plugin.unopened_core import named_core
 
-CALLBACK = "ovf_lldb.stop_callback"  # resolved by LLDB in the module `command script import` loaded
 _CORE_PLUGINS = ("elf-core", "minidump", "mach-o-core")
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FILE_LIST_ITEM = re.compile(r"\[\d+\]: (.*?)(?=  \[\d+\]: |\n|$)")
-MAX_LIBRARIES = 4096  # cap on the dynamic loader's list read from a core (untrusted memory)
 
 
 class LldbTarget(Target):
@@ -26,7 +22,6 @@ class LldbTarget(Target):
     def __init__(self, debugger):
         self.debugger = debugger
         self._pinned = None
-        self._breakpoint = None  # (SBTarget, breakpoint id)
 
     @contextlib.contextmanager
     def pinned(self, target):
@@ -127,23 +122,7 @@ class LldbTarget(Target):
                 break
         if r_debug is None:
             return []
-        process = target.GetProcess()
-        libraries = []
-        try:
-            entry = struct.unpack("<Q", self.read_memory(r_debug + 8, 8))[0]  # r_debug.r_map
-            seen = set()
-            while entry and entry not in seen and len(libraries) < MAX_LIBRARIES:
-                seen.add(entry)
-                # struct link_map { l_addr; l_name; l_ld; l_next; l_prev; }
-                l_addr, l_name, _, l_next = struct.unpack("<4Q", self.read_memory(entry, 32))
-                error = lldb.SBError()
-                path = process.ReadCStringFromMemory(l_name, 4096, error) if l_name else ""
-                if error.Success() and path:
-                    libraries.append((l_addr, path))
-                entry = l_next
-        except TargetMemoryError:
-            pass  # a cut core: what was read so far
-        return libraries
+        return loaded_libraries(self, r_debug)
 
     def _module_paths(self):
         target = self.sbtarget()
@@ -163,9 +142,6 @@ class LldbTarget(Target):
             if name_part in os.path.basename(path) and path not in known:
                 return path
         return None
-
-    def library_hint(self):
-        return "point lldb at it with: settings append target.exec-search-paths DIR"
 
     def _symbol_in_searched_library(self, name):
         """A core whose runtime library moved: LLDB looks in target.exec-search-paths
@@ -213,74 +189,6 @@ class LldbTarget(Target):
             regions.append((start, end, path))
         return regions
 
-    # ------------------------------------------------------------ breakpoint
-
-    def set_stop_breakpoint(self, function, callback):
-        target = self.sbtarget()
-        if not target.IsValid():
-            raise OvfError(
-                "ovf: no program: start lldb with one (lldb -- python3 train.py) "
-                "or `target create` it first"
-            )
-        bp = None
-        if self._breakpoint is not None and self._breakpoint[0] == target:
-            bp = target.FindBreakpointByID(self._breakpoint[1])
-        if bp is None or not bp.IsValid():
-            # Made before `run` it is pending and resolves when the runtime library loads.
-            bp = target.BreakpointCreateByName(function)
-            self._breakpoint = (target, bp.GetID())
-        error = bp.SetScriptCallbackFunction(CALLBACK)  # None in the one-argument form
-        if error is not None and error.Fail():
-            raise OvfError(f"ovf: cannot set the breakpoint's callback: {error.GetCString()}")
-        self.callback = callback
-        return bp
-
-    def is_stop_breakpoint(self, target, breakpoint_id):
-        return (
-            self._breakpoint is not None
-            and self._breakpoint[0] == target
-            and self._breakpoint[1] == breakpoint_id
-        )
-
-    # ------------------------------------------------------------ environment
-
-    def get_environment(self, name):
-        target = self.sbtarget()
-        if not target.IsValid():
-            return None
-        return target.GetEnvironment().Get(name)
-
-    def set_environment(self, name, value):
-        target = self.sbtarget()
-        if not target.IsValid():
-            raise OvfError(
-                "ovf: no program: start lldb with one (lldb -- python3 train.py) "
-                "or `target create` it first"
-            )
-        # target.env-vars holds what the user set; the inferior gets LLDB's own
-        # environment (target.inherit-env) less target.unset-env-vars plus
-        # target.env-vars. Values go through the SB API: `settings set` would
-        # evaluate backticks in them.
-        explicit = _settings_dictionary(self.debugger, "target.env-vars")
-        if value is None:
-            explicit.pop(name, None)
-        else:
-            explicit[name] = value
-        environment = lldb.SBEnvironment()
-        for key, text in explicit.items():
-            environment.Set(key, text, True)
-        info = target.GetLaunchInfo()
-        info.SetEnvironment(environment, False)
-        target.SetLaunchInfo(info)
-        if value is None and target.GetEnvironment().Get(name) is not None and _NAME.match(name):
-            self._command(f"settings append target.unset-env-vars {name}")
-
-    def _command(self, line):
-        result = lldb.SBCommandReturnObject()
-        self.debugger.GetCommandInterpreter().HandleCommand(line, result)
-        if not result.Succeeded():
-            raise OvfError(f"ovf: {line}: {(result.GetError() or '').strip()}")
-
 
 def _search_paths(debugger):
     """target.exec-search-paths: SBDebugger.GetSetting has no value for a file
@@ -289,15 +197,3 @@ def _search_paths(debugger):
     debugger.GetCommandInterpreter().HandleCommand("settings show target.exec-search-paths", result)
     text = (result.GetOutput() or "").split("=", 1)[-1].strip("\n")
     return [path for path in _FILE_LIST_ITEM.findall(text) if path]
-
-
-def _settings_dictionary(debugger, name):
-    data = debugger.GetSetting(name)
-    keys = lldb.SBStringList()
-    if not data.IsValid() or not data.GetKeys(keys):
-        return {}
-    out = {}
-    for i in range(keys.GetSize()):
-        key = keys.GetStringAtIndex(i)
-        out[key] = data.GetValueForKey(key).GetStringValue(1 << 20) or ""
-    return out

@@ -1,9 +1,11 @@
 """ovf's debugger-side core, shared by the GDB and LLDB front ends.
 
-It decodes the runtime's frame ring (runtime/include/ovf/ring.h) from raw bytes,
-models frames, and implements every ``ovf`` command's logic and output. It never
-imports ``gdb`` or ``lldb``: a front end hands it a ``Target`` (target.py) and
-prints what the commands return.
+The ring reader (the package ovf_ring, beside this one) decodes the runtime's
+frame ring; this package is the debugger command layer on top: what is armed,
+the stop breakpoint's decisions, and every ``ovf`` command's options and output.
+It never imports ``gdb`` or ``lldb``: a front end hands it the program's memory
+(``ovf_ring.target.Target``), its debugger control (``control.Control``) and its
+own words (``wording.Wording``), and prints what the commands return.
 """
 
 PLUGIN_VERSION = "0.1.0"

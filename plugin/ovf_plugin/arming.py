@@ -11,7 +11,7 @@ import fnmatch
 import os
 from dataclasses import dataclass, field
 
-from . import layout
+from ovf_ring import layout
 
 
 @dataclass

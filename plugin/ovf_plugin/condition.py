@@ -13,7 +13,8 @@ import ast
 import math
 import operator
 
-from .errors import OvfError
+from ovf_ring.errors import OvfError
+
 
 FIELDS = {
     "absmax": "largest finite |x| of the line (0.0 when none is finite)",

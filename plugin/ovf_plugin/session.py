@@ -5,16 +5,19 @@ import os
 import struct
 from dataclasses import dataclass, replace
 
-from . import layout
+from ovf_ring import layout
+from ovf_ring.errors import OvfError
+from ovf_ring.event import last_event, line_fields
+from ovf_ring.frames import frame_at
+from ovf_ring.report import format_trace
+from ovf_ring.ring import locate
+from ovf_ring.target import TargetMemoryError
+from ovf_ring.unopened_core import open_unopened
+
 from .arming import Arming
-from .errors import OvfError
-from .event import last_event, line_fields
-from .frames import frame_at
-from .report import format_trace
-from .ring import locate
 from .summary import stop_summary
-from .target import TargetMemoryError
-from .unopened_core import open_unopened
+from .wording import GDB
+
 
 PACKAGE_ENV = "OVF_PACKAGE_DIR"
 
@@ -27,10 +30,16 @@ class Decision:
 
 
 class Session:
-    def __init__(self, target, package_dirs=()):
-        """`package_dirs`: where the runtime's `ovf` Python package may be (its
-        _bootstrap/ is put on the inferior's PYTHONPATH); $OVF_PACKAGE_DIR first."""
+    def __init__(self, target, control=None, wording=GDB, package_dirs=()):
+        """`target`: the program's memory (ovf_ring.target.Target); `control`:
+        the debugger's breakpoints and environment (control.Control), None
+        where there is no debugger; `wording`: the front end's words for its
+        own commands; `package_dirs`: where the runtime's `ovf` Python package
+        may be (its _bootstrap/ is put on the inferior's PYTHONPATH);
+        $OVF_PACKAGE_DIR first."""
         self.target = target
+        self.control = control
+        self.wording = wording
         self.arming = Arming()
         self.breakpoint = None
         self._package_dirs = package_dirs
@@ -39,15 +48,17 @@ class Session:
         """The ring as it is now (read afresh: the process may have run since).
         With no process, a core file named on the debugger's command line that
         the debugger could not open is read by ovf itself."""
-        try:
-            return locate(self.target)
-        except OvfError as e:
-            core = self.unopened_core() if self.target.kind() == "none" else None
+        if self.target.kind() == "none":
+            core = self.unopened_core()
             if core is None:
-                raise
+                raise OvfError(
+                    f"ovf: no process: `run` it, attach with `{self.wording.attach}`, "
+                    "or open a core file"
+                )
             ring = locate(core)
             ring.notes.insert(0, core.note)
             return ring
+        return locate(self.target, self.wording.library_hint)
 
     def unopened_core(self):
         """A CoreTarget over the core the front end says the debugger was given
@@ -70,7 +81,8 @@ class Session:
                 return os.path.realpath(path)
         raise OvfError(
             "ovf: cannot find the ovf Python package (a directory with _bootstrap/); "
-            f"set {PACKAGE_ENV}=<build>/python/ovf before starting gdb, or use ovf-gdb"
+            f"set {PACKAGE_ENV}=<build>/python/ovf before starting {self.wording.debugger}, "
+            f"or use {self.wording.launcher}"
         )
 
     def staged(self):
@@ -84,12 +96,12 @@ class Session:
         before anything is written: a refusal changes nothing, here or in the
         process. Returns a reply."""
         kind = self.target.kind()
-        if kind == "core":
+        if kind == "core" or self.control is None:
             raise OvfError(
                 "ovf: a core file cannot be armed; `ovf frames` and `ovf status` read it"
             )
         bootstrap = os.path.join(self.package_dir(), "_bootstrap")
-        environment = arming.environment(bootstrap, self.target.get_environment("PYTHONPATH"))
+        environment = arming.environment(bootstrap, self.control.get_environment("PYTHONPATH"))
         ring, problem = None, ""
         if kind == "live":
             try:
@@ -106,10 +118,10 @@ class Session:
             except (ValueError, OverflowError, struct.error) as e:
                 raise OvfError(f"ovf: nothing was armed: {e}") from None
         for name, value in environment.items():
-            self.target.set_environment(name, value)
+            self.control.set_environment(name, value)
         reply = [problem] + ([self._write_control(ring, writes)] if ring is not None else [])
         self.arming = arming
-        self.breakpoint = self.target.set_stop_breakpoint(layout.STOP_FUNCTION, self.on_breakpoint)
+        self.breakpoint = self.control.set_stop_breakpoint(layout.STOP_FUNCTION, self.on_breakpoint)
         armed = "; ".join(self.arming.describe()) or "nothing"
         reply.insert(0, f"ovf: armed: {armed}")
         return "\n".join(line for line in reply if line) + "\n"

@@ -1,10 +1,11 @@
 """The one-screen text printed when the debugger stops at an event."""
 
-from . import layout
-from .event import bit_name
-from .frames import previous_frame, walk_back
-from .identity import rank_text
-from .report import COLUMN_HEADER, PREFIX, format_8_2e, format_record, reference_min_max
+from ovf_ring import layout
+from ovf_ring.event import bit_name
+from ovf_ring.frames import previous_frame, walk_back
+from ovf_ring.identity import rank_text
+from ovf_ring.report import COLUMN_HEADER, PREFIX, format_8_2e, format_record, reference_min_max
+
 
 LINES_PER_FRAME = 8  # one screen: the event's frame and the one before, cut here
 

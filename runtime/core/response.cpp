@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "control.h"
+#include "hints.h"
 #include "ovf/ring.h"
 
 namespace ovf {
@@ -16,10 +17,43 @@ const char* const kOverflowMessage =
     "DebugUnderflowOverflow: inf/nan detected, aborting as there is no point running further. "
     "Please scroll up above this traceback to see the activation values prior to this event.";
 
+namespace {
+
+// A path for a shell, its `*` (what only the kernel knows) left to expand.
+std::string shell_path(const std::string& path) {
+  std::string out;
+  size_t start = 0;
+  for (size_t star; (star = path.find('*', start)) != std::string::npos; start = star + 1)
+    out += hints_detail::shell_quote(path.substr(start, star - start)) + "*";
+  return out + hints_detail::shell_quote(path.substr(start));
+}
+
+// The three ways to read `core` (a shell word): gdb, LLDB, no debugger.
+std::string open_core_commands(const std::string& core) {
+  const std::string program = hints_detail::shell_quote(program_path());
+  return "    " + hints_detail::shell_quote(launcher_path("ovf-gdb")) + " " + program + " " + core +
+         " -ex 'ovf frames'\n" + "    " + hints_detail::shell_quote(launcher_path("ovf-lldb")) +
+         " -c " + core + " " + program + " -o 'ovf frames'\n" + "    " +
+         postmortem_command(core) + "\n";
+}
+
+}  // namespace
+
 std::string abort_message() {
-  return "ovf: non-finite value detected; aborting so that the kernel writes a core file "
-         "(open it with: gdb python3 core, then: ovf frames; or without a debugger: "
-         "python3 -m ovf.postmortem core)";
+  const int pid = getpid();
+  std::string piped_to;
+  const std::string core = core_file_path(pid, &piped_to);
+  std::string text = "ovf: non-finite value detected; aborting so that the kernel writes a core file";
+  if (core.empty()) {
+    text += ". The kernel hands core files to " + piped_to +
+            " (kernel.core_pattern): save this one (process " + std::to_string(pid) +
+            ") from there as ./core (with systemd-coredump: coredumpctl dump " +
+            std::to_string(pid) + " --output=core), then open it with one of:\n" +
+            open_core_commands("core");
+  } else {
+    text += " (" + core + "); open it with one of:\n" + open_core_commands(shell_path(core));
+  }
+  return text.substr(0, text.size() - 1);  // abort_now ends the line
 }
 
 std::string attach_instructions(int pid) {
@@ -34,9 +68,10 @@ std::string attach_instructions(int pid) {
           " (process " + p + " on " + host + ")";
     where = std::string(" on ") + host;
   }
-  return "ovf: " + who + " is waiting for a debugger. Attach" + where + " with one of:\n" +
-         "    gdb -p " + p + " -ex 'ovf frames'\n" + "    lldb -p " + p + " -o 'ovf frames'\n" +
-         "ovf: then 'ovf release' and 'continue' let training go on.\n";
+  return "ovf: " + who + " is waiting for a debugger. Attach" + where + " with one of:\n" + "    " +
+         hints_detail::shell_quote(launcher_path("ovf-gdb")) + " -p " + p + " -ex 'ovf frames'\n" +
+         "    " + hints_detail::shell_quote(launcher_path("ovf-lldb")) + " -p " + p +
+         " -o 'ovf frames'\n" + "ovf: then 'ovf release' and 'continue' let training go on.\n";
 }
 
 void abort_now(const std::string& message) {

@@ -134,7 +134,7 @@ class Gdb(Debugger):
     list_breakpoints = "info breakpoints"
     py_bt = ["ovf py-bt"]
     # gdb's report of a stop at ovf_stop_event, from the blank line it prints first
-    HIT = re.compile(r'\nThread 1 "python3" hit Breakpoint 1, ovf_stop_event \(')
+    HIT = re.compile(r'\nThread 1 "[^"]+" hit Breakpoint 1, ovf_stop_event \(')
 
     def available(self):
         if shutil.which("gdb") is None:
@@ -238,6 +238,34 @@ class Gdb(Debugger):
             argv += ["-ex", command]
         return argv + ["--args", *program]
 
+    # C++ programs: the native stack and a frame's locals
+    show_locals = "info locals"
+
+    def select_function(self, function):
+        """A command that selects the innermost frame of `function`."""
+        return f"frame function {function}"
+
+    def native_frames(self, backtrace):
+        """[(function, source file, line)] of `bt`'s output, innermost first (file and
+        line None where the debugger shows none)."""
+        return [
+            (re.sub(r"\([^()]*\)$", "", name), path or None, int(line) if line else None)
+            for name, path, line in re.findall(
+                r"^#\d+\s+(?:0x[0-9a-f]+ in )?(.+?) \(.*?\)(?: at (\S+):(\d+)| from \S+)?$",
+                backtrace,
+                re.M,
+            )
+        ]
+
+    def local_tensor(self, text, name):
+        """Whether `show_locals` printed the at::Tensor `name`, alive (its impl pointer)."""
+        pattern = rf"^{name} = \{{<at::TensorBase> = \{{impl_ = \{{target_ = 0x[0-9a-f]+\}}\}}"
+        return re.search(pattern, text, re.M) is not None
+
+    def local_value(self, text, name, cpp_type, members):
+        """Whether `show_locals` printed `name` (a `cpp_type`) with these members (`a = b`)."""
+        return re.search(rf"^{name} = \{{{re.escape(members)}\}}$", text, re.M) is not None
+
     def python_line(self, out, function, source):
         """Whether the Python stack (py_bt's output) has `function` in diverge.py at `source`."""
         return (
@@ -259,7 +287,7 @@ class Lldb(Debugger):
     py_bt = ["bt", "ovf py-bt"]
     # LLDB's report of a stop at ovf_stop_event
     HIT = re.compile(
-        r"^\* thread #1, name = 'python3', stop reason = breakpoint 1\.1\n"
+        r"^\* thread #1, name = '[^']+', stop reason = breakpoint 1\.1\n"
         r"    frame #0: 0x[0-9a-f]+ libovf_runtime\.so`ovf_stop_event",
         re.M,
     )
@@ -382,6 +410,37 @@ class Lldb(Debugger):
         for command in commands:
             argv += ["-o", command]
         return argv + ["--", *program]
+
+    show_locals = "frame variable"
+
+    def select_function(self, function):
+        # LLDB has no `frame function`; its script interpreter selects the frame.
+        return (
+            "script [lldb.thread.SetSelectedFrame(f.idx) for f in lldb.thread"
+            f" if (f.GetFunctionName() or '').startswith('{function}(')][:1]"
+        )
+
+    def native_frames(self, backtrace):
+        return [
+            (name, path or None, int(line) if line else None)
+            for name, path, line in re.findall(
+                r"^\s+\*? ?frame #\d+: 0x[0-9a-f]+ [^`\n]+`(.+?)(?:\(.*\))?"
+                r"(?: at ([^:\s]+):(\d+)(?::\d+)?| \+ \d+)?$",
+                backtrace,
+                re.M,
+            )
+        ]
+
+    def local_tensor(self, text, name):
+        pattern = (
+            rf"^\(at::Tensor\) {name} = \{{\n\s+at::TensorBase = \{{\n"
+            r"\s+impl_ = \(target_ = 0x[0-9a-f]+\)"
+        )
+        return re.search(pattern, text, re.M) is not None
+
+    def local_value(self, text, name, cpp_type, members):
+        pattern = rf"^\({re.escape(cpp_type)}\) {name} = \({re.escape(members)}\)$"
+        return re.search(pattern, text, re.M) is not None
 
     def python_line(self, out, function, source):
         # The stop is in ovf_stop_event, and CPython's own frames hold the forward's line.

@@ -7,11 +7,12 @@ import sys
 
 from harness import DEBUGGERS, PYTHON, SCRIPT, TOP, run_python
 
+
 sys.path.insert(0, os.path.join(TOP, "plugin"))
-from ovf_plugin.core_target import (
+from ovf_ring.core_target import (
     CoreTarget,
 )  # noqa: E402 - the reader of ovf.postmortem, no debugger
-from ovf_plugin.ring import locate  # noqa: E402
+from ovf_ring.ring import locate  # noqa: E402
 
 
 def test_no_process_and_a_process_that_exited(debugger):

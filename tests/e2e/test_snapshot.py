@@ -5,7 +5,7 @@ live and from the core file gcore writes, and in python3 -m ovf.postmortem."""
 import os
 import re
 
-from harness import BUILD, PYTHON, TOP, between, run_python
+from harness import PYTHON, TOP, between, run_python
 
 SCRIPT = os.path.join(TOP, "tests", "e2e", "scripts", "real_models.py")
 PROGRAM = [PYTHON, SCRIPT, "gpt_log_loss"]

@@ -11,7 +11,7 @@ import subprocess
 import time
 
 import pytest
-from build_paths import BUILD
+from build_paths import BUILD, PACKAGE_PARENT, REPO
 from elftools.elf.elffile import ELFFile
 
 TRAIN = os.path.join(BUILD, "examples", "cpp", "train")
@@ -115,6 +115,19 @@ def test_abort_reports_then_aborts():
         "ovf: non-finite value detected; aborting so that the kernel writes a core file"
         in out.stderr
     )
+    # a C++ program: the debuggers open it with the program itself, and the post-mortem
+    # reader runs with the interpreter ovf was built for
+    commands = out.stderr.rstrip().splitlines()[-3:]
+    assert re.fullmatch(
+        rf"    {re.escape(REPO)}/gdb/ovf-gdb {re.escape(TRAIN)} \S+ -ex 'ovf frames'", commands[0]
+    ), commands
+    assert re.fullmatch(
+        rf"    {re.escape(REPO)}/lldb/ovf-lldb -c \S+ {re.escape(TRAIN)} -o 'ovf frames'",
+        commands[1],
+    ), commands
+    assert commands[2].startswith(
+        f"    PYTHONPATH={PACKAGE_PARENT} /usr/bin/python3 -m ovf.postmortem "
+    ), commands
 
 
 def test_filters_from_the_environment():
@@ -204,7 +217,9 @@ def test_wait_prints_attach_commands_and_waits_inside_the_op_until_released():
         text = "".join(lines)
         assert "produced by aten::log in stretch (batch 2)" in text
         assert f"ovf: process {proc.pid} is waiting for a debugger. Attach with one of:\n" in text
-        assert f"    gdb -p {proc.pid} -ex 'ovf frames'\n" in text
+        # commands that work as printed: ovf's launchers by absolute path
+        assert f"    {REPO}/gdb/ovf-gdb -p {proc.pid} -ex 'ovf frames'\n" in text
+        assert f"    {REPO}/lldb/ovf-lldb -p {proc.pid} -o 'ovf frames'\n" in text
         time.sleep(1.0)
         assert proc.poll() is None, "the process must wait"
         # what `ovf release` does: control.wait_released (offset 256 + 52) = 1

@@ -4,11 +4,11 @@ target's largest value, and its values below the target's smallest normal."""
 import os
 import sys
 
+import ovf
 import torch
+from ovf import _ovf
 from torch import nn
 
-import ovf
-from ovf import _ovf
 
 sys.path.insert(
     0,
@@ -16,10 +16,10 @@ sys.path.insert(
         os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "plugin"
     ),
 )
-from ovf_plugin import layout, report  # noqa: E402
-from ovf_plugin.frames import walk_back  # noqa: E402
-from ovf_plugin.proc_target import ProcTarget  # noqa: E402
-from ovf_plugin.ring import locate  # noqa: E402
+from ovf_ring import layout, report  # noqa: E402
+from ovf_ring.frames import walk_back  # noqa: E402
+from ovf_ring.proc_target import ProcTarget  # noqa: E402
+from ovf_ring.ring import locate  # noqa: E402
 
 
 def test_lines_carry_headroom_against_fp16():

@@ -7,12 +7,10 @@ prints it. Each case runs in a child process of its own."""
 import os
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 
 import pytest
-import torch
 
 from build_paths import PACKAGE_PARENT
 
@@ -112,7 +110,7 @@ def test_a_refused_bootstrap_option_leaves_ovf_off_for_real():
 
 def test_the_drop_in_takes_what_the_reference_takes_and_leaves_no_hooks_on_refusal():
     p = python(
-        f"""
+        """
         import torch, ovf
         from torch import nn
         model = nn.Sequential(nn.Linear(2, 2))

@@ -5,12 +5,12 @@ op; and the model's numbers untouched."""
 import os
 import sys
 
+import ovf
 import pytest
 import torch
+from ovf import _options, _ovf
 from torch import nn
 
-import ovf
-from ovf import _options, _ovf
 
 sys.path.insert(
     0,
@@ -18,9 +18,9 @@ sys.path.insert(
         os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "plugin"
     ),
 )
-from ovf_plugin import layout  # noqa: E402
-from ovf_plugin.proc_target import ProcTarget  # noqa: E402
-from ovf_plugin.ring import locate  # noqa: E402
+from ovf_ring import layout  # noqa: E402
+from ovf_ring.proc_target import ProcTarget  # noqa: E402
+from ovf_ring.ring import locate  # noqa: E402
 
 
 class Feat(nn.Module):

@@ -8,15 +8,18 @@ import sys
 
 import pytest
 
+
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "plugin"))
 
-from ovf_plugin import commands, layout, report  # noqa: E402
-from ovf_plugin.errors import OvfError  # noqa: E402
-from ovf_plugin.frames import walk_back  # noqa: E402
-from ovf_plugin.ring import locate  # noqa: E402
+from ovf_plugin import commands  # noqa: E402
+from ovf_plugin.control import Control  # noqa: E402
 from ovf_plugin.session import Session  # noqa: E402
-from ovf_plugin.target import Target, TargetMemoryError  # noqa: E402
+from ovf_ring import layout, report  # noqa: E402
+from ovf_ring.errors import OvfError  # noqa: E402
+from ovf_ring.frames import walk_back  # noqa: E402
+from ovf_ring.ring import locate  # noqa: E402
+from ovf_ring.target import Target, TargetMemoryError  # noqa: E402
 
 STATE, RECORDS, INDEX, ARENA = 0x10000, 0x100000, 0x200000, 0x300000
 
@@ -50,6 +53,12 @@ class ImageTarget(Target):
 
     def memory_regions(self):
         return [(a, a + len(d), "") for a, d in sorted(self.segments.items())]
+
+
+
+class NoDebuggerControl(Control):
+    """A debugger's control that keeps what it is told: the breakpoint as a
+    (function, callback) pair, and no environment."""
 
     def set_stop_breakpoint(self, function, callback):
         return (function, callback)
@@ -462,7 +471,9 @@ def test_bad_arguments_are_usage_errors():
 
 def test_break_on_nan_writes_the_control_block_of_a_live_process():
     target = ImageTarget(two_batches().image(), kind="live")
-    session = Session(target, package_dirs=[os.path.join(TOP, "build", "python", "ovf")])
+    session = Session(
+        target, NoDebuggerControl(), package_dirs=[os.path.join(TOP, "build", "python", "ovf")]
+    )
     reply = commands.execute(
         session, "break-on-nan", ["--inf", "--module", "enc*", "--after-batch", "3"]
     )

@@ -1,18 +1,19 @@
 """The decoder's field tables against the compiled ring.h, field by field."""
 
 import json
-import re
 import os
+import re
 import shutil
 import subprocess
 import sys
 
 import pytest
 
+
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "plugin"))
 
-from ovf_plugin import layout, snapshot  # noqa: E402
+from ovf_ring import layout, snapshot  # noqa: E402
 
 PROGRAM = r"""
 #include <cstdio>
@@ -218,3 +219,51 @@ def test_the_runtimes_names_of_stop_and_observe_bits_are_the_readers():
     assert _ovf.OBSERVE_BITS["ops"] == layout.OBSERVE_OPS
     assert _ovf.OBSERVE_BITS["backward"] == layout.OBSERVE_BACKWARD
     assert dict(_ovf.ON_EVENT) == {n: i for i, n in enumerate(layout.ON_EVENT_NAMES)}
+
+
+# docs/ring-layout.md documents the same layout by hand: its tables must agree
+# with the compiled header, row by row (a field added to ring.h and not to the
+# document, or a moved one, fails here).
+DOC_ROW = re.compile(r"^\| (\+?\d+) \| ([^|]+) \| (\w+) \|", re.M)
+DOC_TYPE_SIZE = {"u8": 1, "i8": 1, "u32": 4, "i32": 4, "f64": 8, "u64": 8, "i64": 8}
+
+
+def _doc_size(kind):
+    kind = kind.strip()
+    array = re.fullmatch(r"(\w+)\[(\d+)\]", kind)
+    if array:
+        return DOC_TYPE_SIZE.get(array.group(1), 1) * int(array.group(2))
+    nbytes = re.fullmatch(r"(\d+) bytes", kind)
+    return int(nbytes.group(1)) if nbytes else DOC_TYPE_SIZE[kind]
+
+
+def _doc_tables():
+    """{"header"|"control"|"record": {field: (offset, size)}} from the document."""
+    with open(os.path.join(TOP, "docs", "ring-layout.md")) as f:
+        text = f.read()
+    sections = {
+        "header": text.index("## Header"),
+        "control": text.index("## Control block"),
+        "record": text.index("## Records"),
+        "end": text.index("## The event snapshot"),
+    }
+    order = sorted(sections.items(), key=lambda kv: kv[1])
+    tables = {}
+    for (name, start), (_, end) in zip(order, order[1:]):
+        tables[name] = {
+            field: (int(offset.lstrip("+")), _doc_size(kind))
+            for offset, kind, field in DOC_ROW.findall(text[start:end])
+        }
+    return tables
+
+
+def test_the_layout_document_agrees_with_the_header(compiled):
+    doc = _doc_tables()
+    for part in ("record", "control", "header"):
+        fields = {name: (offset, size) for name, offset, size in compiled[part]}
+        documented = {k: v for k, v in doc[part].items() if k not in ("reserved", "control")}
+        assert documented == fields, part
+    assert doc["header"]["control"][0] == compiled["sizes"]["control_offset"]
+    assert f"# The frame ring: layout version {compiled['constants']['version']}" in open(
+        os.path.join(TOP, "docs", "ring-layout.md")
+    ).read()

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("OVF_BUILD_DIR", os.path.join(TOP, "build"))
 
@@ -17,10 +18,10 @@ import contextlib, io, json, os, sys
 sys.path[:0] = [os.path.join(TOP, "plugin"), os.path.join(TOP, "tests", "e2e", "scripts")]
 import ovf, ovf._auto
 from ovf import _ovf
-from ovf_plugin import report
-from ovf_plugin.frames import walk_back
-from ovf_plugin.proc_target import ProcTarget
-from ovf_plugin.ring import locate
+from ovf_ring import report
+from ovf_ring.frames import walk_back
+from ovf_ring.proc_target import ProcTarget
+from ovf_ring.ring import locate
 import diverge
 
 ovf._auto.enable(on_nan="raise")

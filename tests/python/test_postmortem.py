@@ -13,6 +13,7 @@ import subprocess
 
 import pytest
 
+
 from ranks_harness import (
     BUILD,
     PYTHON,
@@ -200,8 +201,8 @@ def _cut(core, path, size):
 
 def _state_offset(core):
     """The file offset of the ring header in `core`, found as postmortem finds it."""
-    from ovf_plugin.core_target import CoreTarget
-    from ovf_plugin.ring import locate
+    from ovf_ring.core_target import CoreTarget
+    from ovf_ring.ring import locate
 
     target = CoreTarget(core)
     try:

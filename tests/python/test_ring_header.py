@@ -3,7 +3,6 @@
 import ctypes
 import os
 import subprocess
-import sys
 
 from build_paths import PACKAGE_PARENT
 

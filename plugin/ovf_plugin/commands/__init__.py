@@ -3,7 +3,9 @@ the command's help in the debugger, and a `run(session, args)` returning text.""
 
 import argparse
 
-from ..errors import OvfError
+from ovf_ring.errors import OvfError
+
+
 from . import (
     abort_after,
     break_on_nan,

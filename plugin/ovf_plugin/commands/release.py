@@ -4,9 +4,10 @@ Such a process printed its report and the attach command, and waits until a
 debugger sets the control block's wait_released; `continue` then resumes it.
 """
 
-from .. import layout
-from ..errors import OvfError
-from ..target import TargetMemoryError
+from ovf_ring import layout
+from ovf_ring.errors import OvfError
+from ovf_ring.target import TargetMemoryError
+
 
 NAME = "release"
 
@@ -17,7 +18,9 @@ def add_arguments(p):
 
 def run(session, args):
     if session.target.kind() != "live":
-        raise OvfError("ovf release: needs a running process (attach with gdb -p PID)")
+        raise OvfError(
+            f"ovf release: needs a running process (attach with {session.wording.attach})"
+        )
     ring = session.ring()
     offset, data = layout.encode_control_field("wait_released", 1)
     try:

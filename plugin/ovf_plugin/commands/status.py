@@ -6,11 +6,11 @@ armed for the next `run`.
 
 import datetime
 
-from .. import layout
-from ..errors import OvfError
-from ..event import last_event
-from ..identity import process_text
-from ..ring import BadSlot
+from ovf_ring import layout
+from ovf_ring.errors import OvfError
+from ovf_ring.event import describe_seq, last_event
+from ovf_ring.identity import process_text
+
 
 NAME = "status"
 
@@ -78,23 +78,3 @@ def _ring_lines(ring):
 
 def _bits(mask):
     return ", ".join(name for name, bit in layout.STOP_NAMES if mask & bit)
-
-
-def describe_seq(ring, seq):
-    """ "record 124, batch 2, blocks.1.amp (Amplifier) output" and the like."""
-    if seq == layout.NO_SEQ:
-        return "none"
-    r = ring.record(seq)
-    if isinstance(r, BadSlot):
-        return f"record {seq} (no longer in the ring: {r.why})"
-    if r.kind == layout.KIND_CHECKPOINT:
-        return f"record {seq}, batch {r.batch}, detect_overflow '{ring.text(r.name_id)}'"
-    if r.kind == layout.KIND_FRAME:
-        return f"record {seq}, batch {r.batch}, {ring.text(r.name_id)} ({ring.text(r.label_id)})"
-    frame = ring.record(r.frame_seq)
-    where = (
-        ""
-        if isinstance(frame, BadSlot)
-        else f", {ring.text(frame.name_id)} ({ring.text(frame.label_id)})"
-    )
-    return f"record {seq}, batch {r.batch}{where} {ring.text(r.label_id)}"

@@ -7,9 +7,11 @@ float tensor's finite abs max exceeds X (e.g. 1e4: fp16 overflows at 6.5e4),
 removes all three.
 """
 
-from .. import layout
-from ..errors import OvfError
+from ovf_ring import layout
+from ovf_ring.errors import OvfError
+
 from . import types
+
 
 NAME = "watch"
 

@@ -4,7 +4,7 @@ ovf's frames from core files, with no debugger (machines without gdb): each
 core's process and rank, its first non-finite value and last frames; given one
 core per rank, which rank went non-finite first. Kernel cores and gcore files.
 
-The reading is ovf_plugin's (plugin/ovf_plugin/postmortem.py), shipped beside
+The reading is ovf_ring's (plugin/ovf_ring/postmortem.py), shipped beside
 this package; this module only parses arguments and prints. It does not import
 torch, so it starts in a fraction of a second. Exit status: 0, or 2 when a file
 could not be read, or only in part (one line on stderr says why).
@@ -49,16 +49,6 @@ def _count(text):
     return int(text)
 
 
-def _import_plugin():
-    """ovf_plugin lies beside this package (build tree and installed layout)."""
-    try:
-        from ovf_plugin import postmortem
-    except ImportError:
-        sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        from ovf_plugin import postmortem
-    return postmortem
-
-
 def _report(postmortem, cores, count, python=False):
     """Prints each readable core's summary and frames, then the ranks' order;
     the errors go to stderr, one line each."""
@@ -82,10 +72,12 @@ def _report(postmortem, cores, count, python=False):
 def main(argv=None):
     args = _parser().parse_args(argv)
     try:
-        postmortem = _import_plugin()
+        # ovf's ring reader, installed (and built) beside this package.
+        from ovf_ring import postmortem
     except ImportError as e:
         print(
-            f"ovf: cannot import ovf_plugin, which is installed beside the ovf package ({e})",
+            f"ovf: cannot import ovf_ring, which is installed beside the ovf package ({e}); "
+            "reinstall ovf",
             file=sys.stderr,
         )
         return 2

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from . import layout
 from .ring import BadSlot
 
+
 # Lines one frame holds at most (monitor.h: kMaxLinesPerFrame).
 MAX_LINES = 512
 
@@ -24,6 +25,12 @@ class Frame:
     # order: the ops that ran in this module's forward after its last child
     # returned, or in an ancestor's between two children. Each names its module.
     ops: list = field(default_factory=list)
+
+    @property
+    def is_op(self):
+        """A frame made of one op record (a ring without module frames: a
+        LibTorch C++ program), named by the op and the module scope it ran in."""
+        return self.header.kind in (layout.KIND_OP_OUTPUT, layout.KIND_BUFFER)
 
     def records(self, with_ops=False):
         """The reference's records of this frame; with_ops puts the op records
@@ -60,9 +67,11 @@ class Walk:
     trailing_ops: list = field(default_factory=list)
 
 
-def walk_back(ring, count, end_seq=None, keep=None):
+def walk_back(ring, count, end_seq=None, keep=None, ops_as_frames=False):
     """The newest `count` frames that `keep(frame)` accepts (all when None),
     with seq below `end_seq`, walking back no further than the ring holds.
+    `ops_as_frames`: each op record is a frame of its own (a ring that has no
+    module frames, as a LibTorch C++ program writes it).
 
     Unfiltered, this is report.cpp's last_frames: markers after the newest
     frame belong to a frame not yet written and are left out; CHECKPOINT
@@ -88,7 +97,7 @@ def walk_back(ring, count, end_seq=None, keep=None):
             layout.KIND_GRAD,
         ):
             continue  # not the reference's frames: detect_overflow, optimizer steps, gradients
-        if r.kind in (layout.KIND_OP_OUTPUT, layout.KIND_BUFFER):
+        if r.kind in (layout.KIND_OP_OUTPUT, layout.KIND_BUFFER) and not ops_as_frames:
             if lines:
                 walk.inconsistent.append(r.seq)  # an op inside a frame's lines
             elif marker_home is not None:
@@ -104,7 +113,7 @@ def walk_back(ring, count, end_seq=None, keep=None):
             continue
         if len(kept) == count:
             break  # the oldest kept frame has all its markers
-        if r.kind != layout.KIND_FRAME:
+        if r.kind not in (layout.KIND_FRAME, layout.KIND_OP_OUTPUT, layout.KIND_BUFFER):
             lines.append(r)
             continue
         frame = Frame(header=r, lines=lines[::-1])

@@ -1,25 +1,15 @@
-"""Issue 5 under real gdb: the stop lands right after the op that produced the
-NaN/Inf, inside the forward (py-bt shows the line, py-locals its live locals),
-names producer vs carrier; backward NaNs are named by their forward op; an
-optimizer step that writes NaN/Inf stops at the step; and the Python report
-says the same."""
+"""Op-level stops under real gdb and real LLDB (each test body runs under both): the
+stop lands right after the op that produced the NaN/Inf, inside the forward (ovf
+py-bt shows the line, ovf py-locals its live locals), names producer vs carrier;
+backward NaNs are named by their forward op; an optimizer step that writes NaN/Inf
+stops at the step; and the Python report says the same."""
 
 import os
 import re
 
 import pytest
 
-from gdb_harness import (
-    BUILD,
-    CUT,
-    PYTHON,
-    TOP,
-    between,
-    clean_env,
-    requires_gdb,
-    run_gdb,
-    run_python,
-)
+from harness import BUILD, PYTHON, TOP, between, clean_env, run_python
 
 CASES = os.path.join(TOP, "tests", "e2e", "scripts", "op_cases.py")
 
@@ -34,7 +24,6 @@ def stop(out):
     return re.search(r"^ovf: (?:first )?non-finite value .*$", out, re.M).group(0)
 
 
-@requires_gdb
 @pytest.mark.parametrize(
     "case,title,local",
     [
@@ -47,23 +36,23 @@ def stop(out):
         ("exp", "non-finite value (inf) at batch 1, op aten::exp in body, produced here", "scaled"),
     ],
 )
-def test_ops_stop_after_the_producing_op_with_its_line_and_locals(case, title, local):
+def test_ops_stop_after_the_producing_op_with_its_line_and_locals(debugger, case, title, local):
     # the innermost Python frame evaluating: the forward (py-up would skip it
     # when the op was an operator such as `/`, with no built-in call frame)
-    out = run_gdb(
+    out = debugger.run(
         [
             "ovf break-on-nan --ops",
             "run",
             "ovf py-bt",
-            CUT,
+            debugger.cut(),
             "ovf py-locals",
-            CUT,
+            debugger.cut(),
             "kill",
         ],
-        ["--args", PYTHON, CASES, case],
+        program=[PYTHON, CASES, case],
     )
     assert stop(out) == f"ovf: first {title}"
-    assert out.count("hit Breakpoint 1, ") == 1
+    assert debugger.hits(out) == 1
     backtrace = between(out, "Traceback (most recent call first):")
     # the program's innermost frame is the forward, at the op's line
     frames = re.findall(
@@ -81,13 +70,12 @@ def test_ops_stop_after_the_producing_op_with_its_line_and_locals(case, title, l
     assert locals_text.rstrip().splitlines()[-1].startswith("ovf: why: aten::"), locals_text
 
 
-@requires_gdb
-def test_multihead_attention_functional_out_proj_is_seen():
+def test_multihead_attention_functional_out_proj_is_seen(debugger):
     # nn.MultiheadAttention runs its projections functionally (out_proj is not
     # called as a module): only the op observer sees inside it.
-    out = run_gdb(
-        ["ovf break-on-nan --ops", "run", "ovf py-bt", CUT, "kill"],
-        ["--args", PYTHON, CASES, "mha"],
+    out = debugger.run(
+        ["ovf break-on-nan --ops", "run", "ovf py-bt", debugger.cut(), "kill"],
+        program=[PYTHON, CASES, "mha"],
     )
     title = stop(out)
     assert re.fullmatch(
@@ -98,10 +86,9 @@ def test_multihead_attention_functional_out_proj_is_seen():
     assert born_line("mha") in between(out, "Traceback (most recent call first):")
 
 
-@requires_gdb
-def test_carriers_are_skipped_by_default_and_shown_with_carriers():
-    out = run_gdb(
-        ["ovf break-on-nan --ops", "run", "continue", "kill"], ["--args", PYTHON, CASES, "log"]
+def test_carriers_are_skipped_by_default_and_shown_with_carriers(debugger):
+    out = debugger.run(
+        ["ovf break-on-nan --ops", "run", "continue", "kill"], program=[PYTHON, CASES, "log"]
     )
     # after the log, the next producer is the log of the next batch: carriers in between do not stop
     stops = re.findall(
@@ -113,9 +100,9 @@ def test_carriers_are_skipped_by_default_and_shown_with_carriers():
         ("nan", "1", "aten::log", "body", "produced here"),
         ("nan", "2", "aten::log", "body", "produced here"),
     ]
-    out = run_gdb(
+    out = debugger.run(
         ["ovf break-on-nan --ops --carriers", "run", "continue", "kill"],
-        ["--args", PYTHON, CASES, "log"],
+        program=[PYTHON, CASES, "log"],
     )
     stops = re.findall(
         r"^ovf: (?:first )?non-finite value \(\w+\) at batch \d+, op (\S+) in (\S+), (.*)$",
@@ -125,11 +112,10 @@ def test_carriers_are_skipped_by_default_and_shown_with_carriers():
     assert stops == [("aten::log", "body", "produced here"), ("aten::mul", "body", "carried in")]
 
 
-@requires_gdb
-def test_backward_nan_is_named_by_its_forward_op():
-    out = run_gdb(
-        ["ovf break-on-nan --backward", "run", "ovf py-bt", CUT, "kill"],
-        ["--args", PYTHON, CASES, "sqrt"],
+def test_backward_nan_is_named_by_its_forward_op(debugger):
+    out = debugger.run(
+        ["ovf break-on-nan --backward", "run", "ovf py-bt", debugger.cut(), "kill"],
+        program=[PYTHON, CASES, "sqrt"],
     )
     assert re.search(
         r"^ovf: first non-finite value \(inf\) in the backward pass at batch 1, op aten::\w+ in"
@@ -148,10 +134,10 @@ def test_backward_nan_is_named_by_its_forward_op():
     assert "loss.backward()" in between(out, "Traceback (most recent call first):")
 
 
-@requires_gdb
-def test_optimizer_step_that_writes_nan_stops_at_the_step():
-    out = run_gdb(
-        ["ovf break-on-nan", "run", "ovf py-bt", CUT, "kill"], ["--args", PYTHON, CASES, "step"]
+def test_optimizer_step_that_writes_nan_stops_at_the_step(debugger):
+    out = debugger.run(
+        ["ovf break-on-nan", "run", "ovf py-bt", debugger.cut(), "kill"],
+        program=[PYTHON, CASES, "step"],
     )
     assert (
         "ovf: first non-finite value (nan and inf) at batch 0" in out

@@ -100,3 +100,23 @@ def line_fields(ring, event, bit, line):
         ),
         "event": bit_name(bit),
     }
+
+
+def describe_seq(ring, seq):
+    """ "record 124, batch 2, blocks.1.amp (Amplifier) output" and the like."""
+    if seq == layout.NO_SEQ:
+        return "none"
+    r = ring.record(seq)
+    if isinstance(r, BadSlot):
+        return f"record {seq} (no longer in the ring: {r.why})"
+    if r.kind == layout.KIND_CHECKPOINT:
+        return f"record {seq}, batch {r.batch}, detect_overflow '{ring.text(r.name_id)}'"
+    if r.kind == layout.KIND_FRAME:
+        return f"record {seq}, batch {r.batch}, {ring.text(r.name_id)} ({ring.text(r.label_id)})"
+    frame = ring.record(r.frame_seq)
+    where = (
+        ""
+        if isinstance(frame, BadSlot)
+        else f", {ring.text(frame.name_id)} ({ring.text(frame.label_id)})"
+    )
+    return f"record {seq}, batch {r.batch}{where} {ring.text(r.label_id)}"

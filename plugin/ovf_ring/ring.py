@@ -15,6 +15,7 @@ from .errors import OvfError
 from .report import escape_text
 from .target import TargetMemoryError
 
+
 MAX_CAPACITY = 1 << 30  # the runtime's own cap (round_up_pow2)
 MAX_NAMES = 1 << 24
 MAX_NAME = 1 << 16  # bytes of one interned string (a module path, a file name)
@@ -47,11 +48,10 @@ class BadSlot:
         return f"record {self.seq} is {self.why}"
 
 
-def locate(target):
-    """The Ring of the target's runtime, or OvfError saying why there is none."""
+def locate(target, library_hint=""):
+    """The Ring of the target's runtime, or OvfError saying why there is none.
+    `library_hint`: how the user points the debugger at a library that moved."""
     kind = target.kind()
-    if kind == "none":
-        raise OvfError("ovf: no process: `run` it, attach with `gdb -p PID`, or open a core file")
     address = target.find_data_symbol(layout.STATE_SYMBOL)
     problem = None
     if address is not None:
@@ -60,7 +60,7 @@ def locate(target):
         except OvfError as e:
             problem = e
     missing = target.missing_library("libovf_runtime")
-    hint = "; " + target.library_hint() if missing and target.library_hint() else ""
+    hint = "; " + library_hint if missing and library_hint else ""
     # A live process's symbol is the truth; a core's may come from a library
     # that was rebuilt or moved since the core was written, so look for the ring.
     newer = []  # rings the scan found but cannot read: worth saying rather than "no ring"

@@ -18,6 +18,7 @@ import stat
 from .errors import OvfError
 from .target import Target, TargetMemoryError
 
+
 try:
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
@@ -172,18 +173,6 @@ class CoreTarget(Target):
             if name_part in os.path.basename(path) and not os.path.isfile(path):
                 return path
         return None
-
-    def library_hint(self):
-        return ""  # nothing to point: the scan is all a core reader without a debugger can do
-
-    def set_stop_breakpoint(self, function, callback):
-        raise OvfError("ovf: a core file cannot be armed")
-
-    def get_environment(self, name):
-        return None
-
-    def set_environment(self, name, value):
-        raise OvfError("ovf: a core file cannot be armed")
 
     # ------------------------------------------------------------ the symbol
 

@@ -10,23 +10,22 @@ the order is as good as the agreement of their clocks.
 """
 
 import datetime
-import json
 from dataclasses import dataclass, field
 
-from . import commands, layout
-from .commands.status import describe_seq
+from . import layout, listing
 from .core_target import CoreTarget
 from .errors import OvfError
+from .event import describe_seq
 from .identity import process_text
-from .ring import BadSlot
-from .session import Session
+from .python_stack import backtrace, local_values
+from .ring import BadSlot, locate
 
 
 @dataclass
 class Core:
     path: str
     error: str = ""  # one line: why the core cannot be read (ring None), or read only in part
-    session: Session = None
+    target: CoreTarget = None
     ring: object = None  # ring.Ring
     first: layout.Record = None  # the first non-finite line, while still in the ring
     notes: list = field(default_factory=list)
@@ -41,8 +40,8 @@ class Core:
         return (f"rank {h.rank}" if h.rank >= 0 else f"pid {h.pid}") + f" ({self.path})"
 
     def close(self):
-        if self.session is not None:
-            self.session.target.close()
+        if self.target is not None:
+            self.target.close()
 
 
 def open_core(path):
@@ -53,9 +52,9 @@ def open_core(path):
     except OvfError as e:
         core.error = str(e)  # names the file already
         return core
-    core.session = Session(target)
+    core.target = target
     try:
-        core.ring = core.session.ring()
+        core.ring = locate(target)
     except OvfError as e:
         why = str(e).removeprefix("ovf: ")
         cut = (
@@ -108,23 +107,17 @@ def summary(core, ring_notes=False):
     return "\n".join(lines) + "\n"
 
 
-def _count_args(count):
-    return [] if count is None else [str(count)]
-
-
 def frames(core, count=None):
     """`ovf frames [count]` of the core, as text (count None: the runtime's
     max_frames_to_save, as `ovf frames` has it)."""
-    return commands.execute(core.session, "frames", _count_args(count))
+    return listing.text(core.ring, listing.Selection(count=count))
 
 
 def python_stack(core):
     """`ovf py-bt` and `ovf py-locals` of the core (the event snapshot), or the
     one line that says why there is none."""
     try:
-        return commands.execute(core.session, "py-bt", []) + commands.execute(
-            core.session, "py-locals", []
-        )
+        return backtrace(core.ring) + local_values(core.ring)
     except OvfError as e:
         return f"{e}\n"
 
@@ -216,12 +209,10 @@ def as_json(cores, count=None):
             continue
         h = core.ring.header
         error = {"error": core.error} if core.error else {}
-        listing = (
+        listed = (
             {"notes": [], "frames": []}
             if count == 0
-            else json.loads(
-                commands.execute(core.session, "frames", [*_count_args(count), "--json"])
-            )
+            else listing.data(core.ring, listing.Selection(count=count))
         )
         out.append(
             {
@@ -233,8 +224,8 @@ def as_json(cores, count=None):
                 "device_index": h.device_index,
                 "batch": h.batch,
                 "first_nonfinite": _first_json(core),
-                "notes": core.notes + listing["notes"],
-                "frames": listing["frames"],
+                "notes": core.notes + listed["notes"],
+                "frames": listed["frames"],
                 **error,
             }
         )

@@ -16,6 +16,7 @@ native x86-64 / aarch64 memory, and a byte-swapped magic reads as "no ring".
 import struct
 from collections import namedtuple
 
+
 MAGIC = 0x474E49522D46564F  # "OVF-RING" as a little-endian u64
 MAGIC_BYTES = struct.pack("<Q", MAGIC)
 LAYOUT_VERSION = 2

@@ -47,15 +47,6 @@ class ProcTarget(Target):
     def memory_regions(self):
         return writable_regions(self.pid)
 
-    def set_stop_breakpoint(self, function, callback):
-        raise NotImplementedError("breakpoints need a debugger")
-
-    def get_environment(self, name):
-        return None
-
-    def set_environment(self, name, value):
-        raise NotImplementedError("a running process's environment cannot be changed")
-
 
 def writable_regions(pid):
     """[(start, end, path)] of a local process's writable mappings, from

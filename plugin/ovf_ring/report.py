@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from . import layout
 
+
 PREFIX = " " * 17  # DebugUnderflowOverflow.prefix
 COLUMN_HEADER = "abs min  abs max  metadata"  # f"{'abs min':8} {'abs max':8} metadata"
 
@@ -103,6 +104,13 @@ def format_record(r, text, module=None):
     return f"{format_8_2e(lo)} {format_8_2e(hi)} {label}"
 
 
+def _module_name(context_id, text, module=None):
+    """The module path an op ran in, for people (Ring.module where given)."""
+    if module is not None:
+        return module(context_id)
+    return text(context_id) if context_id != layout.NO_ID else "(no module)"
+
+
 def format_op(r, text, module=None):
     """An op record (op observer): its values like a line, then what ran where:
     "     nan      nan output = aten::log in feat (produced here)"; a backward
@@ -113,12 +121,7 @@ def format_op(r, text, module=None):
         values = f"{format_8_2e(lo)} {format_8_2e(hi)}"
     else:
         values = _right_17("empty" if r.flags & layout.FLAG_HAS_STATS else "no data")
-    if module is None:
-
-        def module(i):
-            return text(i) if i != layout.NO_ID else "(no module)"
-
-    where = module(r.context_id)
+    where = _module_name(r.context_id, text, module)
     if r.kind == layout.KIND_BUFFER:
         return f"{values} buffer {text(r.label_id)} (made non-finite by {where}'s forward)"
     if r.flags & layout.FLAG_BACKWARD:
@@ -148,7 +151,18 @@ def headroom_suffix(r):
 
 def format_frame(frame, text, with_ops=False, with_headroom=False, module=None):
     """A frame's text: its batch markers, (its ops,) its header, its lines, joined
-    by "\\n"; with_headroom appends each line's headroom (watch --headroom)."""
+    by "\\n"; with_headroom appends each line's headroom (watch --headroom). An op
+    frame (frames.Frame.is_op) is headed by its module scope and op, the one line
+    its output as the op record tells it."""
+    if frame.is_op:
+        where = _module_name(frame.header.context_id, text, module)
+        return "\n".join(
+            [format_record(r, text, module) for r in frame.markers]
+            + [
+                f"{PREFIX} {where} {text(frame.header.name_id)}",
+                format_op(frame.header, text, module),
+            ]
+        )
     return "\n".join(
         format_record(r, text, module) + (headroom_suffix(r) if with_headroom else "")
         for r in frame.records(with_ops)
