@@ -1,0 +1,139 @@
+// Buffers, copies and the completion event around the fused launch (see
+// frame_stats.h). Host code over the CUDA runtime API; the kernels are in
+// stats_kernels.cu.
+#include "frame_stats.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "stats_kernels.h"
+
+namespace ovf::cuda {
+namespace {
+
+// Partials sit after the table, aligned for their 8-byte fields (the table's
+// size is a multiple of its 8-byte alignment already; this keeps it explicit).
+size_t aligned(size_t bytes) {
+  return (bytes + alignof(Partial) - 1) / alignof(Partial) * alignof(Partial);
+}
+
+}  // namespace
+
+FrameStats::~FrameStats() {
+  if (in_flight_) cudaEventSynchronize(done_);  // the copies still write into our buffers
+  release();
+  if (done_ != nullptr) cudaEventDestroy(done_);
+}
+
+void FrameStats::release() {
+  if (host_ != nullptr) cudaFreeHost(host_);
+  if (device_buffer_ != nullptr) cudaFree(device_buffer_);
+  host_ = device_buffer_ = nullptr;
+  host_bytes_ = device_bytes_ = 0;
+}
+
+void FrameStats::clear() {
+  if (in_flight_) wait();  // never hand buffers a copy may still write to to the next frame
+  plan_.clear();
+  in_flight_ = false;
+  arrived_ = false;
+  results_ = nullptr;
+  error_ = cudaSuccess;
+}
+
+cudaError_t FrameStats::reserve(size_t table_bytes, size_t partial_count) {
+  const size_t host_need = aligned(table_bytes) + plan_.tensors() * sizeof(Partial);
+  const size_t device_need = aligned(table_bytes) + partial_count * sizeof(Partial);
+  if (host_need > host_bytes_) {
+    const size_t bytes = std::max(host_need, 2 * host_bytes_);
+    if (host_ != nullptr) cudaFreeHost(host_);
+    host_ = nullptr;
+    host_bytes_ = 0;
+    cudaError_t err = cudaHostAlloc(&host_, bytes, cudaHostAllocDefault);
+    if (err != cudaSuccess) return err;
+    host_bytes_ = bytes;
+  }
+  if (device_need > device_bytes_) {
+    if (device_buffer_ != nullptr) cudaFree(device_buffer_);
+    device_buffer_ = nullptr;
+    const size_t bytes = std::max(device_need, 2 * device_bytes_);
+    device_bytes_ = 0;
+    cudaError_t err = cudaMalloc(&device_buffer_, bytes);
+    if (err != cudaSuccess) return err;
+    device_bytes_ = bytes;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t FrameStats::enqueue(cudaStream_t stream) {
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return error_ = err;
+  if (device_ >= 0 && device != device_) return error_ = cudaErrorInvalidDevice;
+  device_ = device;
+  if (done_ == nullptr) {
+    err = cudaEventCreateWithFlags(&done_, cudaEventDisableTiming);
+    if (err != cudaSuccess) return error_ = err;
+  }
+  const uint32_t tensors = plan_.tensors();
+  const size_t table_bytes = tensors * sizeof(TensorEntry);
+  const size_t partials = static_cast<size_t>(plan_.total_blocks()) + tensors;
+  err = reserve(table_bytes, partials);
+  if (err != cudaSuccess) return error_ = err;
+
+  // The table goes through pinned memory so that the upload is asynchronous
+  // and add() may refill the plan's own vector for the next frame meanwhile.
+  char* host = static_cast<char*>(host_);
+  char* dev = static_cast<char*>(device_buffer_);
+  std::memcpy(host, plan_.table().data(), table_bytes);
+  auto* dev_table = reinterpret_cast<TensorEntry*>(dev);
+  auto* dev_blocks = reinterpret_cast<Partial*>(dev + aligned(table_bytes));
+  Partial* dev_results = dev_blocks + plan_.total_blocks();
+  auto* host_results = reinterpret_cast<Partial*>(host + aligned(table_bytes));
+  if (tensors > 0) {
+    err = cudaMemcpyAsync(dev_table, host, table_bytes, cudaMemcpyHostToDevice, stream);
+    if (err == cudaSuccess) {
+      err = launch_frame_stats(dev_table, tensors, plan_.total_blocks(), dev_blocks, dev_results,
+                               stream);
+    }
+    if (err == cudaSuccess) {
+      err = cudaMemcpyAsync(host_results, dev_results, tensors * sizeof(Partial),
+                            cudaMemcpyDeviceToHost, stream);
+    }
+  }
+  if (err == cudaSuccess) err = cudaEventRecord(done_, stream);
+  if (err != cudaSuccess) return error_ = err;
+  results_ = host_results;
+  in_flight_ = true;
+  arrived_ = false;
+  return cudaSuccess;
+}
+
+bool FrameStats::ready() {
+  if (!in_flight_) return arrived_;
+  const cudaError_t err = cudaEventQuery(done_);
+  if (err == cudaErrorNotReady) return false;
+  if (err != cudaSuccess) error_ = err;
+  in_flight_ = false;
+  arrived_ = true;
+  return true;
+}
+
+cudaError_t FrameStats::wait() {
+  if (in_flight_) {
+    const cudaError_t err = cudaEventSynchronize(done_);
+    if (err != cudaSuccess) error_ = err;
+    in_flight_ = false;
+    arrived_ = true;
+  }
+  return error_;
+}
+
+Stats FrameStats::result(int index) const {
+  if (!arrived_ || error_ != cudaSuccess || results_ == nullptr || index < 0 || index >= size()) {
+    return Stats{};
+  }
+  return plan_.finish(index, results_[index]);
+}
+
+}  // namespace ovf::cuda
