@@ -112,8 +112,10 @@ trap 'echo "$me: hang-up" >&2; exit 129' HUP
 
 # Runs a command in its own session, in the background, so that a signal to this script runs
 # the trap at once (bash defers traps while a foreground child runs) and the trap can end it.
+# A background job of a script starts with SIGINT ignored, and so would every program of the
+# suite (a Python started so never raises KeyboardInterrupt): env gives it back its default.
 run() {
-  setsid "$@" </dev/null &
+  setsid env --default-signal=INT "$@" </dev/null &
   child=$!
   local rc=0
   wait "$child" || rc=$?

@@ -49,6 +49,13 @@ def title(ring, event):
             f"{text} at batch {event.batch}, {ring.text(event.op.label_id)} of"
             f" {ring.text(event.op.name_id)}"
         )
+    if event.op is not None and event.op.kind == layout.KIND_BUFFER:
+        op = event.op
+        module = ring.module(op.context_id, "no module")
+        return (
+            f"{text} at batch {event.batch}, buffer {ring.text(op.name_id)}, made non-finite"
+            f" by the forward of {module}"
+        )
     if event.op is not None:
         op = event.op
         role = (

@@ -87,26 +87,13 @@ std::string expand_core_pattern(const std::string& pattern, int pid, const std::
         out += std::to_string(pid);  // the main thread aborts: its tid is the pid
         named_pid = true;
         break;
-      case 'e':
-        out += comm;
-        break;
-      case 'h':
-        out += host;
-        break;
-      case 'u':
-        out += std::to_string(uid);
-        break;
-      case 'g':
-        out += std::to_string(gid);
-        break;
-      case 's':
-        out += std::to_string(signal);
-        break;
-      case '%':
-        out += '%';
-        break;
-      default:
-        out += '*';  // the time, the path, ...: only the kernel knows
+      case 'e': out += comm; break;
+      case 'h': out += host; break;
+      case 'u': out += std::to_string(uid); break;
+      case 'g': out += std::to_string(gid); break;
+      case 's': out += std::to_string(signal); break;
+      case '%': out += '%'; break;
+      default: out += '*';  // the time, the path, ...: only the kernel knows
     }
   }
   if (uses_pid && !named_pid) out += "." + std::to_string(pid);

@@ -33,8 +33,8 @@ std::string open_core_commands(const std::string& core) {
   const std::string program = hints_detail::shell_quote(program_path());
   return "    " + hints_detail::shell_quote(launcher_path("ovf-gdb")) + " " + program + " " + core +
          " -ex 'ovf frames'\n" + "    " + hints_detail::shell_quote(launcher_path("ovf-lldb")) +
-         " -c " + core + " " + program + " -o 'ovf frames'\n" + "    " +
-         postmortem_command(core) + "\n";
+         " -c " + core + " " + program + " -o 'ovf frames'\n" + "    " + postmortem_command(core) +
+         "\n";
 }
 
 }  // namespace
@@ -43,7 +43,8 @@ std::string abort_message() {
   const int pid = getpid();
   std::string piped_to;
   const std::string core = core_file_path(pid, &piped_to);
-  std::string text = "ovf: non-finite value detected; aborting so that the kernel writes a core file";
+  std::string text =
+      "ovf: non-finite value detected; aborting so that the kernel writes a core file";
   if (core.empty()) {
     text += ". The kernel hands core files to " + piped_to +
             " (kernel.core_pattern): save this one (process " + std::to_string(pid) +

@@ -14,11 +14,11 @@ std::string expand(const std::string& pattern, bool uses_pid = false) {
 
 TEST(Hints, CorePatternNamesTheFileTheKernelWrites) {
   EXPECT_EQ(expand("core"), "/work/core");
-  EXPECT_EQ(expand("core", true), "/work/core.4242");  // core_uses_pid
+  EXPECT_EQ(expand("core", true), "/work/core.4242");     // core_uses_pid
   EXPECT_EQ(expand("core.%p", true), "/work/core.4242");  // the pid is named: not twice
   EXPECT_EQ(expand("/var/crash/%e.%p.%h.%u.%g.%s"), "/var/crash/python3.4242.box.1000.100.6");
   EXPECT_EQ(expand("/cores/%e-%t-%%"), "/cores/python3-*-%");  // the time only the kernel knows
-  EXPECT_EQ(expand("core%"), "/work/core%");  // a lone % at the end stays
+  EXPECT_EQ(expand("core%"), "/work/core%");                   // a lone % at the end stays
 }
 
 TEST(Hints, InstallPrefixOnlyForTheInstalledLayout) {

@@ -224,7 +224,8 @@ class Gdb(Debugger):
         )
 
     def no_breakpoints(self, out):
-        return "No breakpoints or watchpoints." in out
+        # gdb 13; gdb 16 says "No breakpoints, watchpoints, tracepoints, or catchpoints."
+        return re.search(r"^No breakpoints(,| or) watchpoints", out, re.M) is not None
 
     def search_path(self, old_dir, new_dir):
         """The command that points the debugger at a library that moved from `old_dir` to

@@ -126,3 +126,52 @@ def test_python_mode_names_what_the_oracle_names(case):
     assert whys == ([f"ovf: why: {WHY[case]}"] if case in WHY else []), out
     errors = [line for line in out.splitlines() if line.startswith("ovf.NonFiniteError: ")]
     assert errors == ["ovf.NonFiniteError: " + OVERFLOW_MESSAGE], out
+
+
+def debugger_verdict(out):
+    """(op or 'buffer NAME', module, batch, line) from a debugger's stop summary and
+    `ovf py-bt` (the script's innermost frame)."""
+    m = re.search(
+        r"^ovf: first non-finite value \([a-z ]+\)(?: in the backward pass)? at batch (\d+),"
+        r" (?:op (\S+) in (.+?)(?:, produced here)?|buffer (\S+), made non-finite by the"
+        r" forward of (.+))$",
+        out,
+        re.M,
+    )
+    assert m, out
+    # the script's innermost line (torchvision's own code may be nearer the op)
+    frames = re.findall(r'^  File ".*real_models\.py", line (\d+), in \S+', out, re.M)
+    assert frames, out
+    op = m.group(2) or f"buffer {m.group(4)}"
+    module = m.group(3) or m.group(5)
+    module = "(no module)" if module == "no module" else module
+    return op, module, int(m.group(1)), int(frames[0])
+
+
+@pytest.mark.parametrize("case", DIVERGING)
+def test_the_debuggers_stop_where_the_oracle_names(debugger, case):
+    truth = oracle(case)
+    assert truth is not None
+    out = debugger.run(
+        ["ovf break-on-nan --ops --backward", "run", "ovf py-bt", debugger.cut(), "kill"],
+        program=[PYTHON, SCRIPT, case],
+        env=clean_env(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"),
+        cwd=TOP,
+        timeout=300,
+    )
+    assert debugger.hits(out) == 1, out
+    verdict = debugger_verdict(out)
+    assert agrees(verdict, truth), f"ovf {verdict} vs oracle {truth}\n{out}"
+
+
+@pytest.mark.parametrize("case", HEALTHY)
+def test_the_debuggers_never_stop_a_healthy_run_with_masks(debugger, case):
+    out = debugger.run(
+        ["ovf break-on-nan --ops --backward", "run"],
+        program=[PYTHON, SCRIPT, case],
+        env=clean_env(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"),
+        cwd=TOP,
+        timeout=300,
+    )
+    assert debugger.hits(out) == 0 and "batch 2 loss" in out, out
+    assert debugger.exit_code(out) == 0, out

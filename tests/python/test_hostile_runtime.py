@@ -226,6 +226,13 @@ def test_a_stray_release_does_not_skip_the_wait_and_the_timeout_ends_it():
     assert "went on" in p.stdout and took >= 1.0
 
 
+def _interruptible():
+    """The child's SIGINT as a terminal's foreground job has it: a test suite started in
+    the background (tools/test-modern.sh runs it so) inherits SIGINT ignored, and a Python
+    started that way keeps ignoring it instead of raising KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_ends_the_wait():
     proc = subprocess.Popen(
         [PYTHON, "-c", textwrap.dedent(WAIT_SCRIPT.format(timeout=0))],
@@ -233,6 +240,7 @@ def test_ctrl_c_ends_the_wait():
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_interruptible,
     )
     try:
         out = ""
