@@ -32,6 +32,18 @@ if(_ovf_cuda_request STREQUAL "AUTO" OR OVF_WITH_CUDA)
   set(_ovf_cuda_missing "no working CUDA compiler")
   if(CMAKE_CUDA_COMPILER)
     enable_language(CUDA)
+    # nvcc may build with an older host g++ than the project's (Debian trixie: nvcc
+    # 12.4 uses g++-13, the project g++-14). Executables are linked by the C++
+    # compiler, but CMake adds nvcc's implicit link directories, which would put
+    # g++-13's libstdc++ first (libgtest.a then misses __cxa_call_terminate): keep
+    # only the directories the C++ compiler uses itself, or none of the host's.
+    set(_ovf_cuda_link_dirs "")
+    foreach(dir IN LISTS CMAKE_CUDA_IMPLICIT_LINK_DIRECTORIES)
+      if(NOT dir MATCHES "/gcc/" OR dir IN_LIST CMAKE_CXX_IMPLICIT_LINK_DIRECTORIES)
+        list(APPEND _ovf_cuda_link_dirs "${dir}")
+      endif()
+    endforeach()
+    set(CMAKE_CUDA_IMPLICIT_LINK_DIRECTORIES "${_ovf_cuda_link_dirs}")
     find_package(CUDAToolkit)  # CUDA::cudart
     set(CMAKE_CUDA_STANDARD 17)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
