@@ -10,6 +10,7 @@ from . import (
     abort_after,
     break_on_nan,
     frames,
+    plot,
     py_bt,
     py_locals,
     release,
@@ -23,6 +24,7 @@ COMMANDS = {
     for m in (
         break_on_nan,
         frames,
+        plot,
         py_bt,
         py_locals,
         status,
