@@ -112,6 +112,24 @@ class DebugUnderflowOverflow:
         """Batches completed so far (the reference's counter)."""
         return _ovf.batch()
 
+    def plot(self, path, *, module=None, batches=False, ops=False, last=None):
+        """Draws what the ring holds into ``path`` (.png, .svg or .pdf), as the
+        debuggers' ``ovf plot`` does: log10 of each module's output abs max
+        over frames (``batches=True``: over batches), non-finite cells marked,
+        the first non-finite value framed, and the abs max per batch against
+        the fp16/bf16 limits. ``module``: a glob on module paths; ``ops``: the
+        op records as rows (``ops=True`` above); ``last``: the newest N columns.
+
+        The ring is read here; the drawing runs in a child process (matplotlib
+        never loads in the training process), which this call waits for, a
+        few seconds. Returns the drawn matrix: {"rows", "columns", "values"
+        (abs max, None where nothing finite was recorded), "nonfinite", ...}.
+        Raises RuntimeError when there is nothing to draw or drawing fails.
+        """
+        from . import _plot
+
+        return _plot.plot_own_ring(path, module=module, batches=batches, ops=ops, last=last)
+
     def remove(self):
         """Removes the hooks; the ring keeps what it recorded."""
         global _active

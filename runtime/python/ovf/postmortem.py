@@ -1,4 +1,4 @@
-"""python3 -m ovf.postmortem CORE... [--frames N] [--json]
+"""python3 -m ovf.postmortem CORE... [--frames N] [--json] [--plot FILE]
 
 ovf's frames from core files, with no debugger (machines without gdb): each
 core's process and rank, its first non-finite value and last frames; given one
@@ -15,6 +15,8 @@ import json
 import os
 import sys
 import traceback
+
+from . import _plot
 
 
 def _parser():
@@ -40,6 +42,7 @@ def _parser():
             "(ovf py-bt, ovf py-locals)"
         ),
     )
+    _plot.add_arguments(p)
     return p
 
 
@@ -92,6 +95,8 @@ def main(argv=None):
                     print(core.error, file=sys.stderr)
         else:
             _report(postmortem, cores, args.frames, args.python)
+        if args.plot and not _plot.plot_cores(cores, args, sys.stderr if args.json else sys.stdout):
+            return 2
     except BrokenPipeError:  # `... | head`: the reader has what it wanted
         sys.stdout = open(
             os.devnull, "w"
