@@ -6,11 +6,12 @@
 #define OVF_CUDA_FRAME_SCAN_CUH
 
 #include <cstdint>
-#include <cstring>
 
 #include "dim_merge.h"
 #include "hd.cuh"
 #include "stats_functors.cuh"
+#include "thread_acc.cuh"
+#include "vector.cuh"
 
 namespace ovf::cuda {
 
@@ -50,19 +51,6 @@ OVF_HD inline uint32_t find_tensor(const TensorEntry* table, uint32_t count, uin
     }
   }
   return lo;
-}
-
-OVF_HD inline Vector load_vector(const void* p) {
-#ifdef __CUDA_ARCH__
-  // Through uint4 (a copy of the struct itself compiles to four 32-bit loads)
-  // and the read-only path: the kernel never writes what it reads.
-  const uint4 q = __ldg(static_cast<const uint4*>(p));
-  return Vector{{q.x, q.y, q.z, q.w}};
-#else
-  Vector v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-#endif
 }
 
 // Element offset of position i of a merged strided layout (outermost first).

@@ -66,6 +66,7 @@ cudaError_t FrameStats::reserve(size_t table_bytes, size_t partial_count) {
 }
 
 cudaError_t FrameStats::enqueue(cudaStream_t stream) {
+  if (in_flight_) wait();  // enqueued twice without clear(): the buffers may move
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return error_ = err;

@@ -1,5 +1,6 @@
-// What one element contributes to a tensor's statistics and how two partial
-// results combine, for every dtype the CUDA backend reads. Everything here is
+// The per-element transform's parts (each dtype's codec: element bits -> key)
+// and the combine step of partial results, for every dtype the CUDA backend
+// reads; thread_acc.cuh applies them to elements. Everything here is
 // __host__ __device__: the kernels run exactly these functions, and the host
 // tests run them against the CPU engine (runtime/core/stats_cpu.cpp).
 //
@@ -82,7 +83,8 @@ struct FloatCodec {
   static constexpr Key kZeroKey = 0;
   static constexpr Key kLimit = kLimitBits;
   static constexpr Key kMinNormal = kMinNormalBits;
-  OVF_HD static Key key(Bits b) { return static_cast<Key>(b & static_cast<B>(~kSign)); }
+  static constexpr B kAbsMask = static_cast<B>(~kSign);
+  OVF_HD static Key key(Bits b) { return static_cast<Key>(b & kAbsMask); }
   OVF_HD static bool negative(Bits b) { return (b & kSign) != 0; }
 };
 
@@ -150,127 +152,6 @@ OVF_HD R visit_codec(int dtype, R otherwise, Fn&& fn) {
     default: return otherwise;
   }
 }
-
-// 16 bytes of elements as one load brings them: four 32-bit words. Elements
-// are cut out of the words where they are used rather than unpacked into an
-// array first, which would hold one register per element (64 for fp8).
-constexpr int kVectorBytes = 16;
-struct alignas(kVectorBytes) Vector {
-  uint32_t w[kVectorBytes / 4];
-};
-
-template <typename Bits>
-constexpr int kPerVector = kVectorBytes / static_cast<int>(sizeof(Bits));
-
-// Element i of a vector (little-endian, as every CUDA host and device is).
-template <typename Bits>
-OVF_HD Bits element(const Vector& v, int i) {
-  if constexpr (sizeof(Bits) == 8) {
-    return static_cast<Bits>(v.w[2 * i]) | (static_cast<Bits>(v.w[2 * i + 1]) << 32);
-  } else {
-    constexpr int kPerWord = 4 / static_cast<int>(sizeof(Bits));
-    constexpr uint32_t kMask = sizeof(Bits) == 4 ? ~0u : (1u << (8 * sizeof(Bits))) - 1;
-    const int shift = 8 * static_cast<int>(sizeof(Bits)) * (i % kPerWord);
-    return static_cast<Bits>((v.w[i / kPerWord] >> shift) & kMask);
-  }
-}
-
-// One thread's running statistics in its codec's own widths: 32-bit counters
-// (a thread sees far fewer than 2^32 elements: the launch plan bounds the
-// elements per block) and keys as narrow as the element allows.
-template <typename Codec>
-struct ThreadAcc {
-  using Bits = typename Codec::Bits;
-  using Key = typename Codec::Key;
-
-  Key min_key = ~Key{0};
-  Key max_key = 0;
-  Key min_nonzero_key = ~Key{0};
-  uint32_t nan = 0, pos_inf = 0, neg_inf = 0, zero = 0, subnormal = 0;
-
-  // The per-element transform: one element, fully classified.
-  OVF_HD void add(Bits b) {
-    const Key k = Codec::key(b);
-    if constexpr (Codec::kFloating) {
-      if (k >= Codec::kLimit) {
-        if (Codec::kHasInf && k == Codec::kLimit) {
-          ++(Codec::negative(b) ? neg_inf : pos_inf);
-        } else {
-          ++nan;
-        }
-        return;
-      }
-      subnormal += (k != 0 && k < Codec::kMinNormal) ? 1u : 0u;
-    }
-    min_key = lesser(min_key, k);
-    max_key = greater(max_key, k);
-    if (k != Codec::kZeroKey) {
-      min_nonzero_key = lesser(min_nonzero_key, k);
-    } else {
-      ++zero;
-    }
-  }
-
-  // A loaded vector of elements. Floating vectors take a lean pass first, as
-  // the CPU engine's scan does (stats_scan.inc): per element the largest key,
-  // the smallest key - 1 (zero wraps around to "none", so that is the
-  // non-zero minimum), a zero count and, where kCountLow, a count of keys
-  // below the smallest normal, zeros included. One test at the end: if the
-  // largest key is not finite (a NaN or an infinity), or a subnormal was seen
-  // where none is counted, the vector is classified again element by element.
-  OVF_HD void add_vector(const Vector& v) {
-    constexpr int N = kPerVector<Bits>;
-    if constexpr (Codec::kFloating) {
-      Key mx = 0, below = ~Key{0};
-      uint32_t zeros = 0, low = 0;
-      OVF_UNROLL
-      for (int i = 0; i < N; ++i) {
-        const Key k = Codec::key(element<Bits>(v, i));
-        mx = greater(mx, k);
-        below = lesser(below, static_cast<Key>(k - 1));
-        zeros += k == 0 ? 1u : 0u;
-        if constexpr (Codec::kCountLow) low += k < Codec::kMinNormal ? 1u : 0u;
-      }
-      const Key mnz = below + 1;  // 0 when every element was zero
-      const bool unseen_subnormal = !Codec::kCountLow && mnz != 0 && mnz < Codec::kMinNormal;
-      if (mx < Codec::kLimit && !unseen_subnormal) {
-        min_key = lesser(min_key, zeros > 0 ? Key{0} : mnz);
-        max_key = greater(max_key, mx);
-        if (mnz != 0) min_nonzero_key = lesser(min_nonzero_key, mnz);
-        zero += zeros;
-        if constexpr (Codec::kCountLow) subnormal += low - zeros;
-        return;
-      }
-    }
-    add_each(v);
-  }
-
-  // Every element of a vector through add(). Rare for floating types, so the
-  // elements within a word are walked by a rolled loop (the unrolled lean pass
-  // alone should set the kernel's register count), shifting the word: an index
-  // that is not a constant would put the loaded vectors in local memory.
-  OVF_HD void add_each(const Vector& v) {
-    if constexpr (sizeof(Bits) >= 4) {
-      OVF_UNROLL
-      for (int i = 0; i < kPerVector<Bits>; ++i) add(element<Bits>(v, i));
-    } else {
-      OVF_UNROLL
-      for (int j = 0; j < kVectorBytes / 4; ++j) {
-        uint32_t word = v.w[j];
-        OVF_NO_UNROLL
-        for (int k = 0; k < 4 / static_cast<int>(sizeof(Bits)); ++k) {
-          add(static_cast<Bits>(word));
-          word >>= 8 * sizeof(Bits);
-        }
-      }
-    }
-  }
-
-  // Widened for the block reduction (keys zero-extended: the order holds).
-  OVF_HD Partial to_partial() const {
-    return Partial{nan, pos_inf, neg_inf, zero, subnormal, min_key, max_key, min_nonzero_key};
-  }
-};
 
 }  // namespace ovf::cuda
 

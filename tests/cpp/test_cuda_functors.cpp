@@ -11,9 +11,10 @@
 #include <vector>
 
 #include "cuda_test_data.h"
-#include "frame_scan.cuh"
 #include "partial_stats.h"
 #include "stats_functors.cuh"
+#include "thread_acc.cuh"
+#include "vector.cuh"
 
 namespace {
 
@@ -24,8 +25,8 @@ using ovf_test::Fill;
 
 // Folds n elements the way threads would: random runs, each either element by
 // element (add) or, where it covers whole vectors, vector by vector
-// (add_vector); every run has its own accumulator, and the runs' partials are
-// combined in shuffled order.
+// (add_vector: the fast passes, and add_each where they give up); every run has
+// its own accumulator, and the runs' partials are combined in shuffled order.
 template <typename Codec>
 Partial fold_in_pieces(const unsigned char* data, size_t n, std::mt19937& rng) {
   using Bits = typename Codec::Bits;
@@ -215,6 +216,19 @@ TEST(CudaCombine, OrderDoesNotMatter) {
     EXPECT_TRUE(same(combine(combine(a, b), c), combine(a, combine(b, c))));
     EXPECT_TRUE(same(combine(a, b), combine(b, a)));
     EXPECT_TRUE(same(combine(a, identity_partial()), a));
+  }
+}
+
+// The host's 16-bit-lane max and min (the definition the device intrinsics
+// __vmaxu2 / __vminu2 follow) work lane by lane, with no carry between lanes.
+TEST(CudaLanes, MaxAndMinAreLaneWise) {
+  std::mt19937 rng(5);
+  for (int i = 0; i < 10000; ++i) {
+    const uint32_t a = rng(), b = rng();
+    const uint32_t want_max = std::max(a >> 16, b >> 16) << 16 | std::max(a & 0xffff, b & 0xffff);
+    const uint32_t want_min = std::min(a >> 16, b >> 16) << 16 | std::min(a & 0xffff, b & 0xffff);
+    EXPECT_EQ(ovf::cuda::max_u16x2(a, b), want_max);
+    EXPECT_EQ(ovf::cuda::min_u16x2(a, b), want_min);
   }
 }
 
