@@ -1,11 +1,17 @@
 """python3 -m ovf.netcheck under python3 -m torch.distributed.run: two Gloo ranks
 on CPU pass; a rank killed before it joins, killed inside the all_reduce, or
-stuck before it joins is named by the rank that is left."""
+stuck before it joins is named by the rank that is left. python3 -m ovf.netcheck
+--nproc-per-node 2 starts the two ranks itself, with what the installed torch
+needs, and ends with one verdict line."""
 
+import argparse
+import os
 import re
 import socket
 import stat
+import sys
 
+import pytest
 from ranks_harness import BUILD, PYTHON, env, rank_lines, run, torchrun
 
 HOST = socket.gethostname()
@@ -115,7 +121,145 @@ def test_without_a_launcher_it_says_how_to_start_it():
     out = run([PYTHON, "-m", "ovf.netcheck"], env=env(), timeout=60, cwd=BUILD)
     assert out.returncode == 2
     assert (
-        out.stdout
-        == "ovf netcheck: RANK and WORLD_SIZE are not set: start it with\n"
+        out.stdout == "ovf netcheck: RANK and WORLD_SIZE are not set: start the ranks with\n"
+        "    python3 -m ovf.netcheck --nproc-per-node N\n"
+        "or under a launcher:\n"
         "    python3 -m torch.distributed.run --nproc_per_node N -m ovf.netcheck\n"
     )
+
+
+def _bare_env():
+    """What a user's shell has: no USE_LIBUV, no GLOO_SOCKET_IFNAME; the launcher
+    mode must find out what the installed torch and this host need."""
+    out = env()
+    del out["USE_LIBUV"], out["GLOO_SOCKET_IFNAME"]
+    return out
+
+
+def test_one_command_starts_two_gloo_ranks_and_gives_one_verdict(tmp_path):
+    out = run(
+        [PYTHON, "-m", "ovf.netcheck", "--nproc-per-node", "2", "--backend", "gloo"],
+        env=_bare_env(),
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stdout
+    lines = out.stdout.splitlines()
+    notes = []
+    try:
+        socket.getaddrinfo(HOST, None)
+    except OSError:  # the trixie root has no entry for the host's name
+        notes = [
+            f"ovf netcheck: the host name {HOST!r} does not resolve: Gloo uses the loopback "
+            "interface (GLOO_SOCKET_IFNAME=lo)"
+        ]
+    assert lines[: len(notes)] == notes, out.stdout
+    lines = lines[len(notes) :]
+    assert len(lines) == 3, out.stdout
+    for rank in (0, 1):
+        assert re.fullmatch(
+            rf"ovf netcheck: rank {rank} of 2 on {re.escape(HOST)} \(cpu, gloo\): OK: "
+            r"all_reduce of 4 MiB in \d+\.\d ms, barrier in \d+\.\d ms",
+            lines[rank],
+        ), lines
+    assert lines[2] == (
+        f"ovf netcheck: OK: all 2 ranks on {HOST} joined, all-reduced and met at the barrier"
+    )
+    assert os.listdir(tmp_path) == []  # the launcher's logs went to a directory of its own
+
+
+def test_one_command_names_the_ranks_that_failed(tmp_path):
+    import torch
+    import torch.distributed as dist
+
+    if torch.cuda.is_available() and dist.is_nccl_available():
+        pytest.skip("NCCL works here: no backend that is sure to fail")
+    out = run(
+        [
+            PYTHON,
+            "-m",
+            "ovf.netcheck",
+            "--nproc-per-node",
+            "2",
+            "--backend",
+            "nccl",
+            "--timeout",
+            "20",
+        ],
+        env=env(),
+        cwd=tmp_path,
+    )
+    assert out.returncode == 1, out.stdout
+    lines = out.stdout.splitlines()
+    assert len(lines) == 4, out.stdout
+    for rank in (0, 1):
+        assert re.fullmatch(
+            rf"ovf netcheck: rank {rank} of 2 on {re.escape(HOST)} \(cpu, nccl\): FAILED: .+",
+            lines[rank],
+        ), lines
+    assert lines[2:] == [
+        HINT,
+        "ovf netcheck: FAILED: 0 of 2 ranks passed; failed: ranks 0, 1; the launcher exited "
+        "with status 1",
+    ]
+
+
+def _launch_args(**kw):
+    values = dict(nproc_per_node=3, backend="gloo", timeout=7.5, mib=0.5)
+    values.update(kw)
+    return argparse.Namespace(**values)
+
+
+def test_the_launch_passes_what_the_installed_torch_needs():
+    from ovf import netcheck  # the build's (conftest.py)
+
+    argv = netcheck.launcher_argv(_launch_args(), "/logs", 29123)
+    assert argv == [
+        sys.executable,
+        "-m",
+        "ovf._torchrun",
+        "--nnodes",
+        "1",
+        "--nproc_per_node",
+        "3",
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        "29123",
+        "--log_dir",
+        "/logs",
+        "--redirects",
+        "1",
+        "--tee",
+        "1",
+        "-m",
+        "ovf.netcheck",
+        "--backend",
+        "gloo",
+        "--timeout",
+        "7.5",
+        "--mib",
+        "0.5",
+    ]
+    package_parent = os.path.dirname(os.path.dirname(netcheck.__file__))
+    environment, notes = netcheck.launcher_env({"PYTHONPATH": "/mine", "X": "1"}, host="localhost")
+    assert environment == {
+        "PYTHONPATH": package_parent + os.pathsep + "/mine",
+        "X": "1",
+        "USE_LIBUV": "0",
+    }
+    assert notes == []
+    # What the caller chose stays; a host name that does not resolve puts Gloo on lo.
+    environment, notes = netcheck.launcher_env({"USE_LIBUV": "1"}, host="no-such-host.invalid")
+    assert environment == {
+        "PYTHONPATH": package_parent,
+        "USE_LIBUV": "1",
+        "GLOO_SOCKET_IFNAME": "lo",
+    }
+    assert notes == [
+        "ovf netcheck: the host name 'no-such-host.invalid' does not resolve: Gloo uses the "
+        "loopback interface (GLOO_SOCKET_IFNAME=lo)"
+    ]
+    environment, _ = netcheck.launcher_env(
+        {"GLOO_SOCKET_IFNAME": "eth1"}, host="no-such-host.invalid"
+    )
+    assert environment["GLOO_SOCKET_IFNAME"] == "eth1"

@@ -1,4 +1,5 @@
-"""python3 -m torch.distributed.run --nproc_per_node N -m ovf.netcheck [--timeout S]
+"""python3 -m ovf.netcheck --nproc-per-node N [--backend gloo|nccl] [--timeout S]
+python3 -m torch.distributed.run --nproc_per_node N -m ovf.netcheck [--timeout S]
 
 The network check of the reference's multi-GPU debugging notes: every rank joins
 the process group (NCCL with GPUs, Gloo without), allocates device memory (a CPU
@@ -8,16 +9,26 @@ within the timeout, the others say which rank it is and how far it got.
 
 Each step is bounded by --timeout, so a dead or stuck rank is named instead of
 hanging the job: the ranks report their progress in the launcher's rendezvous
-store, and the collectives run asynchronously and are polled. Exit status: 0 OK,
-1 the check failed, 2 not started by a launcher.
+store, and the collectives run asynchronously and are polled.
+
+With --nproc-per-node N (and no launcher around it) it starts the N ranks on
+this host itself, through torch's launcher with what the installed torch needs
+(--redirects 1 --tee 1, without which torch 1.x's fails on Python 3.11; on
+torch >= 2.4 built without libuv, as Debian's 2.6, stores without libuv: see
+ovf._torchrun), prints the ranks' lines and one verdict line. Under a launcher
+(RANK and WORLD_SIZE set) it is one rank. Exit status: 0 OK, 1 the check
+failed, 2 not started by a launcher (or the launcher could not start).
 """
 
 import argparse
 import datetime
 import os
+import re
 import signal
 import socket
+import subprocess
 import sys
+import tempfile
 import time
 
 PHASES = ("joined", "initialised", "allocated", "all-reduced", "done")
@@ -60,7 +71,24 @@ def _parser():
     p.add_argument(
         "--mib", type=float, default=4.0, metavar="M", help="MiB to allocate and all-reduce (4)"
     )
+    p.add_argument(
+        "--nproc-per-node",
+        "--nproc_per_node",
+        type=_ranks,
+        default=None,
+        metavar="N",
+        help=(
+            "start N ranks on this host through torch's launcher and end with one verdict "
+            "(ignored under a launcher, where RANK and WORLD_SIZE are set)"
+        ),
+    )
     return p
+
+
+def _ranks(text):
+    if not text.isdigit() or not 1 <= int(text) <= 4096:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of ranks (1 to 4096)")
+    return int(text)
 
 
 class Check:
@@ -192,6 +220,9 @@ def run(check):
     check.device, check.backend = str(device), backend
     timeout = datetime.timedelta(seconds=args.timeout)
     check.phase = "joining"
+    from . import _torchrun
+
+    _torchrun.follow_use_libuv()  # USE_LIBUV=0 for the agent's store too (torch >= 2.4)
     check.store, _, _ = next(
         dist.rendezvous("env://", rank=rank, world_size=world, timeout=timeout)
     )
@@ -222,14 +253,205 @@ def run(check):
     return f"all_reduce of {args.mib:g} MiB in {reduce_ms:.1f} ms, barrier in {barrier_ms:.1f} ms"
 
 
+# ---------------------------------------------------------------- the launcher
+
+RANK_LINE = re.compile(r"^ovf netcheck: rank (\d+) of (\d+) on .*?: (OK|FAILED): ")
+TEE_PREFIX = re.compile(r"^\[[\w.-]*\]:")  # torch's --tee: "[default0]:"
+LAUNCH_GRACE_S = 120  # on top of the ranks' own bounds: start-up, imports, teardown
+
+
+def launcher_argv(args, log_dir, port):
+    """The argv that starts the ranks: torch's launcher on this host only (its
+    stores following USE_LIBUV: ovf._torchrun), with the options the installed
+    torch needs, running this module in each rank."""
+    argv = [
+        sys.executable,
+        "-m",
+        "ovf._torchrun",
+        "--nnodes",
+        "1",
+        "--nproc_per_node",
+        str(args.nproc_per_node),
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(port),
+    ]
+    # Each rank's stdout to a log file and, whole lines prefixed "[default<rank>]:", to the
+    # launcher's: ranks writing to one pipe at once could cut each other's lines. (torch
+    # 1.x's launcher also fails on Python 3.11 without these options, before starting a
+    # rank: "'NoneType' object has no attribute 'get'".)
+    argv += ["--log_dir", log_dir, "--redirects", "1", "--tee", "1"]
+    return argv + [
+        "-m",
+        "ovf.netcheck",
+        "--backend",
+        args.backend,
+        "--timeout",
+        repr(args.timeout),
+        "--mib",
+        repr(args.mib),
+    ]
+
+
+def launcher_env(environ, host=None):
+    """(the launcher's and ranks' environment, lines to print first): this package
+    first on PYTHONPATH; USE_LIBUV=0, TCPStores without libuv (torch >= 2.4 asks
+    for it by default, and Debian's torch 2.6 is built without it; the old backend
+    is all a check of N ranks needs); and, where this host's name does not resolve (Gloo binds
+    to the address of the host name), Gloo on the loopback interface: the ranks
+    are all on this host. What the caller set stays."""
+    env, notes = dict(environ), []
+    parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (parent, env.get("PYTHONPATH", "")) if p)
+    env.setdefault("USE_LIBUV", "0")
+    host = socket.gethostname() if host is None else host
+    if "GLOO_SOCKET_IFNAME" not in env and not _resolves(host):
+        env["GLOO_SOCKET_IFNAME"] = "lo"
+        notes.append(
+            f"ovf netcheck: the host name {host!r} does not resolve: Gloo uses the loopback "
+            "interface (GLOO_SOCKET_IFNAME=lo)"
+        )
+    return env, notes
+
+
+def _resolves(host):
+    try:
+        socket.getaddrinfo(host, None)
+    except (OSError, UnicodeError):
+        return False
+    return True
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(args):
+    """Starts the ranks and, once the launcher has ended, prints each rank's
+    line in rank order, the hints they gave, and one verdict line; 0 when every
+    rank passed."""
+    n = args.nproc_per_node
+    passed, failed, other, results = set(), set(), [], []
+    with tempfile.TemporaryDirectory(prefix="ovf-netcheck-") as log_dir:
+        argv = launcher_argv(args, log_dir, _free_port())
+        env, notes = launcher_env(os.environ)
+        for line in notes:
+            print(line, flush=True)
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                errors="replace",
+                env=env,
+                start_new_session=True,  # the launcher and its ranks end together
+            )
+        except OSError as e:
+            print(f"ovf netcheck: cannot start {sys.executable}: {e.strerror}", file=sys.stderr)
+            return 2
+        deadline = time.monotonic() + 5 * args.timeout + LAUNCH_GRACE_S
+        timer = _Alarm(deadline, proc)
+        try:
+            for raw in proc.stdout:
+                line = TEE_PREFIX.sub("", raw.rstrip("\n"))
+                match = RANK_LINE.match(line)
+                if match:
+                    (passed if match.group(3) == "OK" else failed).add(int(match.group(1)))
+                    results.append((int(match.group(1)), line))
+                elif line.startswith("ovf netcheck: "):
+                    if line not in other:  # the hint each failed rank prints
+                        other.append(line)
+                elif line.strip():
+                    other.append(line)
+            status = proc.wait()
+        except KeyboardInterrupt:
+            _kill_group(proc, signal.SIGTERM)
+            proc.wait()
+            for _, line in sorted(results, key=lambda result: result[0]):
+                print(line)
+            print("ovf netcheck: FAILED: interrupted", flush=True)
+            return 1
+        finally:
+            timer.cancel()
+    hints = [line for line in other if line.startswith("ovf netcheck: ")]
+    for _, line in sorted(results, key=lambda result: result[0]):  # rank order
+        print(line)
+    for line in hints:
+        print(line)
+    silent = [r for r in range(n) if r not in passed and r not in failed]
+    if status == 0 and len(passed) == n and not failed:
+        print(
+            f"ovf netcheck: OK: all {n} ranks on {socket.gethostname()} joined, all-reduced "
+            "and met at the barrier",
+            flush=True,
+        )
+        return 0
+    if silent and not hints:  # no rank said why: the launcher's own words
+        for line in [line for line in other if not line.startswith("ovf netcheck: ")][-15:]:
+            print(f"  {line}", file=sys.stderr)
+    why = [f"{len(passed)} of {n} ranks passed"]
+    if failed:
+        why.append("failed: " + _rank_list(sorted(failed)))
+    if silent:
+        why.append("no result from " + _rank_list(silent))
+    if timer.fired:
+        why.append(f"the launcher ran past {timer.limit:g} s and was stopped")
+    elif status != 0:
+        why.append(f"the launcher exited with status {status}")
+    print(f"ovf netcheck: FAILED: {'; '.join(why)}", flush=True)
+    return 1
+
+
+def _rank_list(ranks):
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+
+
+def _kill_group(proc, sig):
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+class _Alarm:
+    """Ends the launcher's process group at `deadline` (monotonic) if it is still running."""
+
+    def __init__(self, deadline, proc):
+        import threading
+
+        self.fired = False
+        self.limit = max(0.0, deadline - time.monotonic())
+        self._proc = proc
+        self._timer = threading.Timer(self.limit, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self):
+        if self._proc.poll() is None:
+            self.fired = True
+            _kill_group(self._proc, signal.SIGKILL)
+
+    def cancel(self):
+        self._timer.cancel()
+
+
 def main(argv=None):
     args = _parser().parse_args(argv)
     try:
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     except (KeyError, ValueError):
+        if args.nproc_per_node is not None:
+            return launch(args)
         print(
             (
-                "ovf netcheck: RANK and WORLD_SIZE are not set: start it with\n"
+                "ovf netcheck: RANK and WORLD_SIZE are not set: start the ranks with\n"
+                "    python3 -m ovf.netcheck --nproc-per-node N\n"
+                "or under a launcher:\n"
                 "    python3 -m torch.distributed.run --nproc_per_node N -m ovf.netcheck"
             ),
             file=sys.stderr,
