@@ -1,5 +1,6 @@
 #include "op_facts.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/function_schema.h>
 
 #include <cstring>
@@ -46,6 +47,12 @@ OpFacts learn(const at::RecordFunction& fn) {
   facts.writes_no_values = writes_no_values(name);
   const auto op = fn.operator_name();
   facts.in_place = ends_with(name, "_") || (op && op->overload_name == "out");
+  if (op) {
+    const auto handle = c10::Dispatcher::singleton().findOp(*op);
+    facts.composite =
+        handle && handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
+        !handle->hasKernelForDispatchKey(c10::DispatchKey::CPU);
+  }
   // The schema is a copy: fetched once per operator, never per call.
   const auto schema = fn.operator_schema();
   if (schema) {

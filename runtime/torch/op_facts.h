@@ -21,6 +21,10 @@ struct OpFacts {
   // judged as they were before the op ran: written ones at its start.
   std::vector<bool> written;
   std::vector<bool> old_values_read;
+  // Only composed of other operators (CompositeImplicitAutograd, no kernel of
+  // its own on the CPU: aten::linear, conv2d, batch_norm): it writes no values
+  // itself, so what it returns is what an op inside it made, as that op left it.
+  bool composite = false;
 };
 
 // The facts of the op `fn` runs. The reference stays valid for the thread's life.

@@ -44,6 +44,20 @@ struct HeldRecord {
   const void* storage;
 };
 
+// An output a nested op scanned: a composite op (op_facts.h) returns what an op
+// inside it made (aten::linear addmm's result, conv2d convolution's) and writes
+// nothing itself, so its statistics are reused while the tensor is the same
+// object at the same version. (An op with a kernel of its own may write into a
+// nested op's output without a new version: addmm after its copy_ of the bias.) The weak
+// reference keeps the object's address from being reused by a new tensor
+// (without keeping its memory alive), so an equal address is the same tensor.
+struct ScannedOutput {
+  c10::weak_intrusive_ptr<c10::TensorImpl> impl;
+  uint32_t version;
+  const void* data;
+  Stats stats;
+};
+
 // An op between its start and end callbacks.
 struct PendingOp {
   at::RecordFunctionHandle handle = 0;
@@ -59,6 +73,7 @@ struct PendingOp {
   // an enclosing op returns is that op's event (.half() is aten::to, not the
   // _to_copy and copy_ inside it), so it is held until the outermost ends.
   std::vector<HeldRecord> held;
+  std::vector<ScannedOutput> scanned;  // by the ops nested in this one
 };
 
 std::atomic<OpEventHandler> g_op_event_handler{nullptr};
@@ -189,6 +204,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   op.inputs.clear();
   op.operands.clear();
   op.held.clear();
+  op.scanned.clear();
   const std::vector<bool>& written = op.facts->written;
   // Without a schema, an in-place op's inputs are judged before it writes them.
   const bool judge_all_now = written.empty() && op.facts->in_place;
@@ -266,6 +282,34 @@ uint32_t diagnose_producer(const PendingOp& op, const Stats& output, ovf_dtype d
   return why.empty() ? OVF_NO_ID : intern(why);
 }
 
+// The tensor's version, or nullopt where it keeps none (inference tensors).
+c10::optional<uint32_t> version_of(const at::Tensor& t) {
+  const c10::VariableVersion& counter = t.unsafeGetTensorImpl()->version_counter();
+  if (!counter.enabled()) return c10::nullopt;
+  return counter.current_version();
+}
+
+constexpr size_t kMaxScanned = 64;  // per op: enough for any composite op's results
+
+// The output's statistics: a nested op's scan of the very same tensor, or a new one.
+Stats output_stats(const PendingOp& op, const at::Tensor& out, const TensorView& view,
+                   PendingOp* parent) {
+  const c10::optional<uint32_t> version = version_of(out);
+  const c10::TensorImpl* impl = out.unsafeGetTensorImpl();
+  const ScannedOutput* found = nullptr;
+  if (version && op.facts->composite) {
+    for (const ScannedOutput& s : op.scanned) {
+      if (s.impl._unsafe_get_target() == impl && s.version == *version && s.data == view.data)
+        found = &s;
+    }
+  }
+  const Stats stats = found != nullptr ? found->stats : compute_stats_cpu(view);
+  if (version && parent != nullptr && parent->scanned.size() < kMaxScanned)
+    parent->scanned.push_back({c10::weak_intrusive_ptr<c10::TensorImpl>(out.getIntrusivePtr()),
+                               *version, view.data, stats});
+  return stats;
+}
+
 // `parent`: the op this one runs inside, or nullptr.
 void record_outputs(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent) {
   const bool backward = in_backward();
@@ -286,7 +330,7 @@ void record_outputs(const at::RecordFunction& fn, PendingOp& op, PendingOp* pare
     supersede_held(op, out);
     TensorView view;
     if (!readable_view(out, &view)) continue;
-    const Stats s = compute_stats_cpu(view);
+    const Stats s = output_stats(op, out, view, parent);
     uint32_t role = 0;
     if (s.nonfinite()) {
       if (!judged) judge_read_inputs(op);
@@ -347,6 +391,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
   }
   op.inputs.clear();  // release the references now, not when the slot is reused
   op.held.clear();
+  op.scanned.clear();
   t_depth = i - 1;
 }
 
