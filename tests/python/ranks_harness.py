@@ -1,5 +1,6 @@
-"""Helpers of the multi-rank tests: two-rank Gloo jobs on CPU started with
-python3 -m torch.distributed.run on a free loopback port, every process under a
+"""Helpers of the multi-rank tests: two-rank Gloo jobs on CPU started with torch's
+launcher (through python3 -m ovf._torchrun, whose stores follow USE_LIBUV=0: Debian's
+torch 2.6 has no libuv) on a free loopback port, every process under a
 timeout and killed with its whole process group when it runs past it.
 
 torch 1.13's launcher fails on Python 3.11 unless its output options are ones
@@ -50,7 +51,7 @@ def torchrun(nproc, log_dir, *args):
     return [
         PYTHON,
         "-m",
-        "torch.distributed.run",
+        "ovf._torchrun",  # torch.distributed.run whose stores follow USE_LIBUV (Debian's 2.6)
         "--nproc_per_node",
         str(nproc),
         "--master_addr",
@@ -63,6 +64,11 @@ def torchrun(nproc, log_dir, *args):
         "1",
         "--tee",
         "1",
+        # how often the launcher looks at its ranks (and kills the others once one has
+        # died): torch 1.13's 5 s, which torch 2.x made 0.1 s; a rank that aborts a
+        # second after another must still write its core
+        "--monitor_interval",
+        "5",
         *args,
     ]
 

@@ -132,6 +132,12 @@ def main(argv=None):
         print(f"ovf: cannot open script {args.script!r}: no such file", file=sys.stderr)
         return 2
     os.environ.update(env)
+    if "TORCHELASTIC_RUN_ID" in os.environ and os.environ.get("USE_LIBUV") == "0":
+        # A rank under torch's launcher asked for stores without libuv: its env://
+        # rendezvous store ignores that on torch 2.x (see _torchrun); make it follow.
+        from ._torchrun import follow_use_libuv
+
+        follow_use_libuv()
     from . import _auto
 
     _auto.enable_from_environment()
