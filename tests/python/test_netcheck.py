@@ -210,7 +210,7 @@ def _launch_args(**kw):
 
 
 def test_the_launch_passes_what_the_installed_torch_needs():
-    from ovf import netcheck  # the build's (conftest.py)
+    from ovf import _netcheck_launch as netcheck  # the build's (conftest.py)
 
     argv = netcheck.launcher_argv(_launch_args(), "/logs", 29123)
     assert argv == [

@@ -5,6 +5,7 @@ lists (`ovf frames --json`); the files must decode, at the size the plot says;
 matplotlib never loads in the training process; 300 modules fold into rows a
 person can read."""
 
+import dataclasses
 import fnmatch
 import json
 import math
@@ -16,6 +17,7 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 from matplotlib import image
 from ovf_plugin import plot
+from ovf_plugin.plot import folding
 from ovf_ring.errors import OvfError
 from ranks_harness import PYTHON, TOP, env, kernel_cores_here
 
@@ -357,7 +359,7 @@ def test_300_modules_without_repeated_blocks_keep_every_row(tmp_path):
 
 
 def test_ranges_and_folded_labels():
-    assert plot._ranges([0, 1, 2, 5, 7, 8]) == "[0-2,5,7-8]"
+    assert folding._ranges([0, 1, 2, 5, 7, 8]) == "[0-2,5,7-8]"
     picture = plot.Picture(
         title="t",
         subtitle="s",
@@ -380,7 +382,7 @@ def test_what_cannot_be_drawn_is_one_error(tmp_path):
         plot.render(picture, str(tmp_path / "x.jpg"))
     with pytest.raises(OvfError, match=r"^ovf plot: cannot write .*: "):
         plot.render(picture, str(tmp_path / "no" / "such" / "dir.png"))
-    empty = plot.Picture(**{**plot.asdict(picture), "rows": [], "cells": [], "marks": []})
+    empty = plot.Picture(**{**dataclasses.asdict(picture), "rows": [], "cells": [], "marks": []})
     with pytest.raises(OvfError, match="^ovf plot: nothing to draw"):
         plot.render(empty, str(tmp_path / "empty.png"))
     assert os.listdir(tmp_path) == []

@@ -1,7 +1,8 @@
 """The picture of `ovf plot` from Python: DebugUnderflowOverflow.plot() and
 `python3 -m ovf.postmortem CORE --plot FILE`.
 
-The drawing is ovf_plugin.plot's, installed beside this package; matplotlib
+The reading is ovf_ring.picture's, the drawing ovf_plugin.plot's, both installed
+beside this package; matplotlib
 never loads in the training process: plot() reads the process's own ring here
 (plain Python, ovf_ring through /proc/self/mem), hands the collected picture
 as JSON to a child `python3 -m ovf_plugin.plot`, and waits for it. The
@@ -15,33 +16,26 @@ import subprocess
 import sys
 import tempfile
 
-_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # holds ovf_ring, ovf_plugin
+# holds ovf_ring and ovf_plugin: the drawing child's PYTHONPATH
+_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHILD_TIMEOUT_S = 300
-
-
-def _plot_module():
-    """ovf_plugin.plot, from beside this package (build tree and installed layout)."""
-    if _PARENT not in sys.path:
-        sys.path.append(_PARENT)
-    from ovf_plugin import plot
-
-    return plot
 
 
 def plot_own_ring(path, module=None, batches=False, ops=False, last=None):
     """Draws this process's ring into `path`; returns the drawn matrix (dict)."""
     from . import _ovf
 
-    plot = _plot_module()
+    # ovf's ring reader, beside this package; reading only, no matplotlib here
+    from ovf_ring import picture
     from ovf_ring.errors import OvfError
     from ovf_ring.proc_target import ProcTarget
     from ovf_ring.ring import locate
 
-    options = plot.Options(module=module, batches=batches, ops=ops, last=last)
+    options = picture.Options(module=module, batches=batches, ops=ops, last=last)
     program = " ".join([os.path.basename(sys.executable), *sys.argv]).strip()
     target = ProcTarget(os.getpid(), {"ovf_state": _ovf.state_address()})
     try:
-        picture = plot.collect(locate(target), options, program)
+        collected = picture.collect(locate(target), options, program)
     except OvfError as e:
         raise RuntimeError(str(e)) from None
     finally:
@@ -49,7 +43,7 @@ def plot_own_ring(path, module=None, batches=False, ops=False, last=None):
     with tempfile.TemporaryDirectory(prefix="ovf-plot-") as scratch:
         data = os.path.join(scratch, "picture.json")
         with open(data, "w") as f:
-            f.write(picture.to_json())
+            f.write(collected.to_json())
         env = dict(os.environ, PYTHONPATH=_PARENT, MPLBACKEND="Agg")
         child = subprocess.run(
             [sys.executable, "-m", "ovf_plugin.plot", data, os.path.abspath(path)],
@@ -98,7 +92,7 @@ def _count(text):
 def plot_cores(cores, args, out):
     """Draws each readable core; the lines saying what was written go to `out`,
     errors to stderr. Returns True if every picture was drawn."""
-    plot = _plot_module()
+    from ovf_plugin import plot  # the drawing, beside this package
     from ovf_ring.errors import OvfError
 
     options = plot.Options(module=args.module, batches=args.batches, ops=args.ops, last=args.last)
