@@ -9,6 +9,7 @@
 #include <limits>
 #include <string>
 
+#include "dim_merge.h"
 #include "stats_cpu.h"
 #include "stats_scan.h"
 
@@ -16,7 +17,6 @@ namespace ovf {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr int kMaxDims = 64;  // torch's own limit on tensor rank
 
 // The best copy of the scan loops this CPU runs. OVF_SCAN_ISA=base picks the
 // baseline copy (tests run every copy; benchmarks compare them). The AVX2 copy
@@ -74,57 +74,28 @@ bool scan_float_type(ovf_dtype dtype, ScanFloatType* out) {
 }
 
 // Visits the tensor as runs of equally spaced elements, innermost run as long as
-// the layout allows. Statistics do not depend on order, so dimensions are sorted
-// by stride and merged: a transposed or permuted contiguous tensor becomes one run.
+// the layout allows. Statistics do not depend on order, so dimensions are merged
+// (dim_merge.h): a transposed or permuted contiguous tensor becomes one run. A
+// broadcast dimension is visited as often as it repeats: every position counts.
 template <typename RunFn>
 bool for_each_run(const TensorView& v, int elem_size, RunFn&& run) {
-  if (v.ndim > kMaxDims) return false;
-  std::array<int64_t, kMaxDims> size{}, stride{};
-  int nd = 0;
-  for (int d = 0; d < v.ndim; ++d) {
-    if (v.sizes[d] == 0) return true;  // no elements
-    if (v.sizes[d] == 1) continue;
-    size[nd] = v.sizes[d];
-    stride[nd] = v.strides[d] < 0 ? -v.strides[d] : v.strides[d];
-    ++nd;
-  }
-  // Sort by stride, largest first (insertion sort: nd is small).
-  for (int i = 1; i < nd; ++i) {
-    for (int j = i; j > 0 && stride[j] > stride[j - 1]; --j) {
-      std::swap(stride[j], stride[j - 1]);
-      std::swap(size[j], size[j - 1]);
+  MergedDims m;
+  if (!merge_dims(v.ndim, v.sizes, v.strides, &m)) return false;
+  if (m.numel == 0) return true;  // no elements
+  const char* base = static_cast<const char*>(v.data) + m.offset * elem_size;
+  const int inner = m.ndim - 1;
+  for (uint64_t r = 0; r < m.repeat; ++r) {
+    std::array<int64_t, kMaxMergedDims> index{};
+    for (;;) {
+      int64_t offset = 0;
+      for (int d = 0; d < inner; ++d) offset += index[d] * m.strides[d];
+      run(base + offset * elem_size, m.sizes[inner], m.strides[inner] * elem_size);
+      int d = inner - 1;
+      while (d >= 0 && ++index[d] == m.sizes[d]) index[d--] = 0;
+      if (d < 0) break;
     }
   }
-  // Merge dimension i into i+1 when i steps exactly over i+1's span.
-  int merged = 0;
-  for (int i = 0; i < nd; ++i) {
-    if (merged > 0 && stride[merged - 1] == stride[i] * size[i]) {
-      size[merged - 1] *= size[i];
-      stride[merged - 1] = stride[i];
-    } else {
-      size[merged] = size[i];
-      stride[merged] = stride[i];
-      ++merged;
-    }
-  }
-  nd = merged;
-  const char* base = static_cast<const char*>(v.data);
-  if (nd == 0) {  // a single element
-    run(base, int64_t{1}, int64_t{elem_size});
-    return true;
-  }
-  // Offsets use the original (possibly negative) strides' magnitudes; torch
-  // never produces negative strides, so the view's data pointer is the lowest.
-  const int inner = nd - 1;
-  std::array<int64_t, kMaxDims> index{};
-  for (;;) {
-    int64_t offset = 0;
-    for (int d = 0; d < inner; ++d) offset += index[d] * stride[d];
-    run(base + offset * elem_size, size[inner], stride[inner] * elem_size);
-    int d = inner - 1;
-    while (d >= 0 && ++index[d] == size[d]) index[d--] = 0;
-    if (d < 0) return true;
-  }
+  return true;
 }
 
 Stats finish_float(const detail::BitAcc& acc, uint64_t numel, ovf_dtype dtype, uint64_t inf_bits,

@@ -24,7 +24,9 @@ void FramePlan::clear() {
 int FramePlan::add(const TensorView& view) {
   const int size = element_size(view.dtype);
   MergedDims merged;
-  if (size == 0 || !merge_dims(view.ndim, view.sizes, view.strides, &merged)) return -1;
+  if (size == 0 || !merge_dims(view.ndim, view.sizes, view.strides, &merged) ||
+      merged.ndim > kMaxKernelDims)
+    return -1;
   const auto address = reinterpret_cast<uintptr_t>(view.data) + merged.offset * size;
   if (merged.numel > 0 && (view.data == nullptr || address % size != 0)) return -1;
 

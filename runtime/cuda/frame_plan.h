@@ -26,7 +26,7 @@ class FramePlan {
   void clear();
   // Adds a view whose data is device memory; returns its index in the frame,
   // or -1 when this backend cannot read it (a dtype it does not know, more
-  // than kMaxMergedDims dimensions after merging, data not aligned to its
+  // than kMaxKernelDims dimensions after merging, data not aligned to its
   // element size, a null pointer): the caller uses another backend for it.
   int add(const TensorView& view);
 

@@ -16,7 +16,10 @@
 namespace ovf::cuda {
 
 constexpr int kThreads = 256;  // per block, both kernels
-constexpr int kUnroll = 4;     // 16-byte vectors a thread has in flight at once
+// The most dimensions a tensor's entry indexes after merging (dim_merge.h); a
+// view that keeps more (a rare, heavily sliced one) is left to the portable backend.
+constexpr int kMaxKernelDims = 8;
+constexpr int kUnroll = 4;  // 16-byte vectors a thread has in flight at once
 
 // One tensor of the frame: its row in the launch table (device memory). Blocks
 // [first_block, first_block + blocks) are its; consecutive tensors' ranges
@@ -26,8 +29,8 @@ struct TensorEntry {
   uint64_t numel;                 // elements walked (broadcast dimensions are not: see MergedDims)
   uint64_t per_block;             // vectors (contiguous) or elements (strided) a block walks
   uint64_t vectors;               // contiguous: whole 16-byte-aligned vectors after the head
-  int64_t sizes[kMaxMergedDims];  // merged, outermost first
-  int64_t strides[kMaxMergedDims];
+  int64_t sizes[kMaxKernelDims];  // merged, outermost first
+  int64_t strides[kMaxKernelDims];
   uint32_t first_block;
   uint32_t blocks;  // 0 for an empty tensor
   int32_t dtype;    // enum ovf_dtype

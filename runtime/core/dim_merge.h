@@ -1,17 +1,18 @@
 // A strided view reduced to the fewest dimensions that address the same
-// elements, for the CUDA statistics kernel: statistics do not depend on the
-// order of elements, so dimensions may be reordered, flipped and merged freely.
-// Plain C++ (host side of the CUDA backend, tested on the host).
-#ifndef OVF_CUDA_DIM_MERGE_H
-#define OVF_CUDA_DIM_MERGE_H
+// elements, for the statistics engines (the CPU scan and the CUDA kernel's
+// launch table): statistics do not depend on the order of elements, so
+// dimensions may be reordered, flipped and merged freely.
+#ifndef OVF_DIM_MERGE_H
+#define OVF_DIM_MERGE_H
 
 #include <cstdint>
 
-namespace ovf::cuda {
+namespace ovf {
 
-// The most dimensions the kernel indexes after merging; a view that keeps more
-// (a rare, heavily sliced one) is left to the portable backend.
-constexpr int kMaxMergedDims = 8;
+// torch's own limit on a tensor's rank: the most dimensions a view has, and so
+// the most that can remain after merging (engines may take fewer: the CUDA
+// kernel indexes at most cuda::kMaxKernelDims).
+constexpr int kMaxMergedDims = 64;
 
 struct MergedDims {
   int ndim = 0;                     // 0 only for an empty view; a single element is {1}, {1}
@@ -26,10 +27,10 @@ struct MergedDims {
 // `repeat` (they re-read the same elements); flips negative strides (moving the
 // start to the lowest element); sorts by stride and merges a dimension into the
 // next when it steps exactly over that one's span. Contiguous memory in any
-// permutation becomes one dimension of stride 1. False when more than
-// kMaxMergedDims dimensions remain or a size is negative.
+// permutation becomes one dimension of stride 1. False for a rank above
+// kMaxMergedDims or a negative size.
 bool merge_dims(int ndim, const int64_t* sizes, const int64_t* strides, MergedDims* out);
 
-}  // namespace ovf::cuda
+}  // namespace ovf
 
-#endif  // OVF_CUDA_DIM_MERGE_H
+#endif  // OVF_DIM_MERGE_H

@@ -1,6 +1,6 @@
-// Dimension merging for the CUDA kernel: the merged layout must address the
-// same multiset of elements as the view (each position counted `repeat` times),
-// in as few dimensions as the memory allows.
+// Dimension merging (dim_merge.h), for the CPU scan and the CUDA launch table:
+// the merged layout must address the same multiset of elements as the view (each
+// position counted `repeat` times), in as few dimensions as the memory allows.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,8 +10,8 @@
 
 namespace {
 
-using ovf::cuda::merge_dims;
-using ovf::cuda::MergedDims;
+using ovf::merge_dims;
+using ovf::MergedDims;
 
 std::vector<int64_t> offsets_of(const std::vector<int64_t>& sizes,
                                 const std::vector<int64_t>& strides, int64_t base = 0) {
@@ -41,7 +41,7 @@ struct Case {
   int want_ndim;
 };
 
-TEST(CudaDimMerge, SameElementsInFewestDimensions) {
+TEST(DimMerge, SameElementsInFewestDimensions) {
   const Case cases[] = {
       {"contiguous", {5, 6, 7}, {42, 7, 1}, 1},
       {"transpose of a contiguous tensor", {7, 6, 5}, {1, 7, 42}, 1},
@@ -70,7 +70,7 @@ TEST(CudaDimMerge, SameElementsInFewestDimensions) {
   }
 }
 
-TEST(CudaDimMerge, ContiguousInAnyPermutationIsOneRunOfStrideOne) {
+TEST(DimMerge, ContiguousInAnyPermutationIsOneRunOfStrideOne) {
   const int64_t sizes[] = {4, 3, 2}, strides[] = {1, 8, 4};  // a permuted 2x3x4
   MergedDims m;
   ASSERT_TRUE(merge_dims(3, sizes, strides, &m));
@@ -81,7 +81,7 @@ TEST(CudaDimMerge, ContiguousInAnyPermutationIsOneRunOfStrideOne) {
   EXPECT_EQ(m.offset, 0);
 }
 
-TEST(CudaDimMerge, BroadcastIsARepeatNotARead) {
+TEST(DimMerge, BroadcastIsARepeatNotARead) {
   const int64_t sizes[] = {1000, 8}, strides[] = {0, 1};  // x.expand(1000, 8)
   MergedDims m;
   ASSERT_TRUE(merge_dims(2, sizes, strides, &m));
@@ -89,7 +89,7 @@ TEST(CudaDimMerge, BroadcastIsARepeatNotARead) {
   EXPECT_EQ(m.repeat, 1000u);
 }
 
-TEST(CudaDimMerge, NegativeStrideStartsAtTheLowestElement) {
+TEST(DimMerge, NegativeStrideStartsAtTheLowestElement) {
   const int64_t sizes[] = {4}, strides[] = {-3};
   MergedDims m;
   ASSERT_TRUE(merge_dims(1, sizes, strides, &m));
@@ -97,7 +97,7 @@ TEST(CudaDimMerge, NegativeStrideStartsAtTheLowestElement) {
   EXPECT_EQ(m.strides[0], 3);
 }
 
-TEST(CudaDimMerge, EmptyViewHasNoDimensions) {
+TEST(DimMerge, EmptyViewHasNoDimensions) {
   const int64_t sizes[] = {5, 0, 7}, strides[] = {42, 7, 1};
   MergedDims m;
   ASSERT_TRUE(merge_dims(3, sizes, strides, &m));
@@ -105,21 +105,25 @@ TEST(CudaDimMerge, EmptyViewHasNoDimensions) {
   EXPECT_EQ(m.numel, 0u);
 }
 
-TEST(CudaDimMerge, TooManyDimensionsAfterMergingIsRefused) {
+TEST(DimMerge, WhatDoesNotMergeStaysAndTooHighARankIsRefused) {
   // Nine dimensions of size 2, every one a step-3 slice of the next: nothing merges.
   std::vector<int64_t> sizes(9, 2), strides(9);
   int64_t s = 1;
   for (int d = 8; d >= 0; --d, s *= 6) strides[d] = s;
   MergedDims m;
-  EXPECT_FALSE(merge_dims(9, sizes.data(), strides.data(), &m));
+  ASSERT_TRUE(merge_dims(9, sizes.data(), strides.data(), &m));
+  EXPECT_EQ(m.ndim, 9);
   // The same rank, contiguous: one dimension.
   s = 1;
   for (int d = 8; d >= 0; --d, s *= 2) strides[d] = s;
   ASSERT_TRUE(merge_dims(9, sizes.data(), strides.data(), &m));
   EXPECT_EQ(m.ndim, 1);
+  // Above torch's rank limit: refused.
+  std::vector<int64_t> many(ovf::kMaxMergedDims + 1, 1);
+  EXPECT_FALSE(merge_dims(static_cast<int>(many.size()), many.data(), many.data(), &m));
 }
 
-TEST(CudaDimMerge, NegativeSizeIsRefused) {
+TEST(DimMerge, NegativeSizeIsRefused) {
   const int64_t sizes[] = {-1}, strides[] = {1};
   MergedDims m;
   EXPECT_FALSE(merge_dims(1, sizes, strides, &m));

@@ -1,17 +1,14 @@
-// Dimension merging for the CUDA statistics kernel (see dim_merge.h).
+// Dimension merging for the statistics engines (see dim_merge.h).
 #include "dim_merge.h"
 
 #include <utility>
 
-namespace ovf::cuda {
-namespace {
-constexpr int kMaxInputDims = 64;  // torch's own limit on tensor rank
-}  // namespace
+namespace ovf {
 
 bool merge_dims(int ndim, const int64_t* sizes, const int64_t* strides, MergedDims* out) {
   *out = MergedDims{};
-  if (ndim < 0 || ndim > kMaxInputDims) return false;
-  int64_t size[kMaxInputDims], stride[kMaxInputDims];
+  if (ndim < 0 || ndim > kMaxMergedDims) return false;
+  int64_t size[kMaxMergedDims], stride[kMaxMergedDims];
   int nd = 0;
   for (int d = 0; d < ndim; ++d) {
     if (sizes[d] < 0) return false;
@@ -56,7 +53,6 @@ bool merge_dims(int ndim, const int64_t* sizes, const int64_t* strides, MergedDi
     stride[0] = 1;
     merged = 1;
   }
-  if (merged > kMaxMergedDims) return false;
   out->ndim = merged;
   out->numel = 1;
   for (int d = 0; d < merged; ++d) {
@@ -67,4 +63,4 @@ bool merge_dims(int ndim, const int64_t* sizes, const int64_t* strides, MergedDi
   return true;
 }
 
-}  // namespace ovf::cuda
+}  // namespace ovf
