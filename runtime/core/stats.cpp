@@ -55,13 +55,16 @@ int dtype_size(ovf_dtype dtype) {
   switch (dtype) {
     case OVF_DTYPE_FLOAT64:
     case OVF_DTYPE_INT64:
+    case OVF_DTYPE_UINT64:
     case OVF_DTYPE_COMPLEX64: return 8;
     case OVF_DTYPE_COMPLEX128: return 16;
     case OVF_DTYPE_FLOAT32:
-    case OVF_DTYPE_INT32: return 4;
+    case OVF_DTYPE_INT32:
+    case OVF_DTYPE_UINT32: return 4;
     case OVF_DTYPE_FLOAT16:
     case OVF_DTYPE_BFLOAT16:
-    case OVF_DTYPE_INT16: return 2;
+    case OVF_DTYPE_INT16:
+    case OVF_DTYPE_UINT16: return 2;
     case OVF_DTYPE_INT8:
     case OVF_DTYPE_UINT8:
     case OVF_DTYPE_BOOL:

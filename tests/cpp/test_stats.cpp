@@ -217,6 +217,29 @@ TEST(Stats, IntegersReportMagnitudes) {
   EXPECT_FALSE(s.nonfinite());
 }
 
+// torch 2.x's uint16 / uint32 / uint64: magnitudes up to the largest value,
+// which must not wrap to a negative number.
+TEST(Stats, UnsignedIntegersOfEveryWidth) {
+  const std::vector<uint16_t> u16 = {0, 7, 65535};
+  Stats s = ovf::compute_stats_contiguous(u16.data(), OVF_DTYPE_UINT16, u16.size());
+  ASSERT_TRUE(s.has_stats);
+  EXPECT_EQ(s.abs_min, 0.0);
+  EXPECT_EQ(s.abs_max, 65535.0);
+  EXPECT_EQ(s.abs_min_nonzero, 7.0);
+  EXPECT_EQ(s.zero_count, 1u);
+  const std::vector<uint32_t> u32 = {5, 4294967295u};
+  s = ovf::compute_stats_contiguous(u32.data(), OVF_DTYPE_UINT32, u32.size());
+  ASSERT_TRUE(s.has_stats);
+  EXPECT_EQ(s.abs_min, 5.0);
+  EXPECT_EQ(s.abs_max, 4294967295.0);
+  const std::vector<uint64_t> u64 = {3, std::numeric_limits<uint64_t>::max()};
+  s = ovf::compute_stats_contiguous(u64.data(), OVF_DTYPE_UINT64, u64.size());
+  ASSERT_TRUE(s.has_stats);
+  EXPECT_EQ(s.abs_min, 3.0);
+  EXPECT_EQ(s.abs_max, std::ldexp(1.0, 64));
+  EXPECT_FALSE(s.nonfinite());
+}
+
 // torch's abs() wraps the most negative integer around to itself, and the
 // reference prints abs().min() and abs().max(): ovf reports what it prints.
 TEST(Stats, TheMostNegativeIntegerIsItsOwnAbsAsInTorch) {
