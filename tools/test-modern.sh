@@ -198,11 +198,32 @@ git -C "$src" rev-parse --is-inside-work-tree >/dev/null 2>&1 || die "$src is no
 # Stale mounts of a run that was killed with SIGKILL.
 kill_in_root "$root"; unmount_all "$root"
 dest="$root/ovf"
-mkdir -p "$dest"
-find "$dest" -mindepth 1 -maxdepth 1 ! -name build -exec rm -rf --one-file-system {} +
+# The checkout goes to a fresh directory, then only files whose content changed replace
+# the copies in $dest, with a new time: build/ is kept between runs, and a file given its
+# checkout time could look older than a build output made from an earlier version of it.
+incoming="$root/ovf.incoming"
+rm -rf --one-file-system "$incoming"
+mkdir -p "$dest" "$incoming"
 (cd "$src" && git ls-files -co --exclude-standard -z | while IFS= read -r -d '' f; do
-   [ -e "$f" ] || [ -L "$f" ] && printf '%s\0' "$f"; done | tar --null -T - -cf -) | tar -xf - -C "$dest"
-echo "$me: copied $(cd "$src" && git ls-files -co --exclude-standard | wc -l) files of $src into $dest"
+   [ -e "$f" ] || [ -L "$f" ] && printf '%s\0' "$f"; done | tar --null -T - -cf -) | tar -xf - -C "$incoming"
+changed=0
+while IFS= read -r -d '' f; do
+  rel="${f#"$incoming"/}"
+  if ! cmp -s "$f" "$dest/$rel" 2>/dev/null; then
+    mkdir -p "$(dirname "$dest/$rel")"
+    rm -rf --one-file-system "${dest:?}/$rel"
+    cp -P "$f" "$dest/$rel" && touch -h "$dest/$rel"
+    changed=$((changed + 1))
+  fi
+done < <(find "$incoming" \( -type f -o -type l \) -print0)
+# What the checkout no longer has goes (build/ stays).
+while IFS= read -r -d '' f; do
+  rel="${f#"$dest"/}"
+  [ -e "$incoming/$rel" ] || [ -L "$incoming/$rel" ] || rm -f "$f"
+done < <(find "$dest" -path "$dest/build" -prune -o \( -type f -o -type l \) -print0)
+find "$dest" -path "$dest/build" -prune -o -type d -empty -delete 2>/dev/null || true
+rm -rf --one-file-system "$incoming"
+echo "$me: $(cd "$src" && git ls-files -co --exclude-standard | wc -l) files of $src in $dest ($changed changed)"
 
 # --- mount, build, test ----------------------------------------------------------------------
 mounted=1
