@@ -25,7 +25,7 @@ def discover(module, becomes_batch_root=None):
     for name, sub in named:
         # a larger root renames what a smaller one named first
         if becomes_batch_root or not _ovf.is_watched(sub):
-            _ovf.watch_module(sub, _hooks.encoded(name), sub is module and becomes_batch_root)
+            _hooks.watch(sub, name, sub is module and becomes_batch_root)
     _root_sizes[module] = len(named)
     if becomes_batch_root:
         _batch_root = module

@@ -68,6 +68,12 @@ class DebugUnderflowOverflow:
         self._handles = []
         if _active is not None:
             _active.remove()
+        # torch.compile(model) wraps the model (as `_orig_mod`): watch the model itself,
+        # so that its modules keep the names they have in eager code
+        if type(model).__name__ == "OptimizedModule" and isinstance(
+            getattr(model, "_orig_mod", None), torch.nn.Module
+        ):
+            model = model._orig_mod
         # for shared modules only the first name is kept, as in the reference
         self.module_names = {}
         for name, module in model.named_modules():
@@ -85,7 +91,7 @@ class DebugUnderflowOverflow:
         self._joined = False
         _ovf.clear_modules()
         for module, name in self.module_names.items():
-            _ovf.watch_module(module, _hooks.encoded(name), module is model)
+            _hooks.watch(module, name, module is model)
         _hooks.hooks_installed()
         self._handles = [_hooks.register_forward_hook(m) for m in self.module_names]
         bits = _options.OBSERVE_BITS

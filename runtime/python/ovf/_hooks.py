@@ -9,7 +9,7 @@ import sys
 
 import torch
 
-from . import _ovf
+from . import _compile, _ovf
 
 
 class NonFiniteError(ValueError):
@@ -29,7 +29,7 @@ NonFiniteError.__module__ = _RaisedAfterOp.__module__ = "ovf"
 _RaisedAfterOp.__name__ = _RaisedAfterOp.__qualname__ = "NonFiniteError"
 
 
-def _torch_version():
+def torch_version():
     parts = []
     for piece in torch.__version__.split("+")[0].split(".")[:2]:
         digits = "".join(ch for ch in piece if ch.isdigit())
@@ -37,7 +37,7 @@ def _torch_version():
     return tuple(parts)
 
 
-HOOKS_TAKE_KWARGS = _torch_version() >= (2, 0)
+HOOKS_TAKE_KWARGS = torch_version() >= (2, 0)
 
 _kwargs_stack = []
 _original_call = None
@@ -94,6 +94,14 @@ def uninstall_kwargs_shim():
         _original_call = None
 
 
+def watch(module, name, is_root):
+    """Names a module for the runtime (and, under torch.compile, for the operators
+    that carry its hooks into compiled graphs: _compile.py)."""
+    _ovf.watch_module(module, encoded(name), is_root)
+    if _compile.supported():
+        _compile.key_of(module)
+
+
 def encoded(name):
     """A module path as the runtime stores it: UTF-8 bytes, a lone surrogate (a
     legal Python str) kept by surrogateescape; printing escapes what is not text."""
@@ -106,3 +114,6 @@ def register_forward_hook(module):
         return module.register_forward_hook(_ovf.forward_hook_with_kwargs, with_kwargs=True)
     install_kwargs_shim()
     return module.register_forward_hook(_ovf.forward_hook)
+
+
+_compile.install()  # torch >= 2.5: hooks that torch.compile traces into its graphs

@@ -1,0 +1,128 @@
+"""ovf inside torch.compile (torch >= 2.5, the trixie leg): ovf's hooks enter the
+graph instead of breaking it, the compiled model's frames carry the eager names, the
+first non-finite module output inside the compiled region stops the run there, and
+ovf changes no number the compiled model computes. Each case runs in a child process
+(Dynamo's caches and the custom operators are per process)."""
+
+import os
+import subprocess
+import textwrap
+
+import pytest
+import torch
+
+from build_paths import PACKAGE_PARENT
+
+PYTHON = "/usr/bin/python3"
+VERSION = tuple(
+    int("".join(c for c in part if c.isdigit()) or 0) for part in torch.__version__.split(".")[:2]
+)
+pytestmark = pytest.mark.skipif(
+    VERSION < (2, 5),
+    reason=(
+        f"torch.compile with ovf needs torch >= 2.5 (here {torch.__version__}): "
+        "the trixie leg runs these"
+    ),
+)
+
+MODEL = """
+import torch, ovf
+from torch import nn
+torch.manual_seed(0)
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+        self.act = nn.GELU()
+        self.norm = nn.LayerNorm(d)
+    def forward(self, x):
+        return self.norm(x + self.act(self.fc(x)))
+model = nn.Sequential(*[Block(16) for _ in range(2)])
+x = torch.randn(4, 16)
+bad = x.clone()
+bad[0, 0] = float("inf")
+"""
+
+
+def run(body):
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": PACKAGE_PARENT,
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+    }
+    return subprocess.run(
+        [PYTHON, "-c", MODEL + textwrap.dedent(body)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+
+
+
+def test_no_graph_break_and_the_eager_names():
+    p = run(
+        """
+        import torch._dynamo as dynamo
+        plain = dynamo.explain(model)(x)
+        compiled = torch.compile(model)
+        d = ovf.DebugUnderflowOverflow(compiled)   # the wrapper: names stay the eager ones
+        watched = dynamo.explain(model)(x)
+        print("breaks", plain.graph_break_count, watched.graph_break_count,
+              "graphs", plain.graph_count, watched.graph_count)
+        print("names", sorted(n for n in d.module_names.values()))
+        """
+    )
+    assert p.returncode == 0, p.stderr
+    assert "breaks 0 0 graphs 1 1" in p.stdout, p.stdout + p.stderr
+    names = "['', '0', '0.act', '0.fc', '0.norm', '1', '1.act', '1.fc', '1.norm']"
+    assert f"names {names}" in p.stdout
+
+
+def test_the_compiled_run_stops_at_the_same_module_as_the_eager_one():
+    eager = run(
+        """
+        d = ovf.DebugUnderflowOverflow(model)
+        model(x)
+        model(bad)
+        """
+    )
+    compiled = run(
+        """
+        d = ovf.DebugUnderflowOverflow(model)
+        c = torch.compile(model)
+        c(x)
+        c(bad)
+        """
+    )
+    for p in (eager, compiled):
+        assert p.returncode == 1 and "ovf.NonFiniteError: DebugUnderflowOverflow" in p.stderr
+        assert "Detected inf/nan during batch_number=1" in p.stdout, p.stdout
+    report = eager.stdout[eager.stdout.index("Detected inf/nan"):]
+    again = compiled.stdout[compiled.stdout.index("Detected inf/nan"):]
+    # the same frames (Inductor's fused arithmetic may differ in the last bits of a value,
+    # so the frames' modules are compared): the first non-finite output is 0.fc's
+    modules = [line for line in report.splitlines() if line.startswith(" " * 18)]
+    assert modules == [line for line in again.splitlines() if line.startswith(" " * 18)]
+    last = report.rstrip().splitlines()
+    assert last[-5] == "                  0.fc Linear" and last[-1].endswith("      inf output"), last
+    # said once: what a compiled region hides
+    assert compiled.stderr.count("ovf: torch.compile: module frames inside compiled graphs") == 1
+
+
+def test_ovf_changes_no_number_of_the_compiled_model():
+    p = run(
+        """
+        c = torch.compile(model)
+        before = c(x)
+        d = ovf.DebugUnderflowOverflow(model)
+        c2 = torch.compile(model)
+        after = c2(x)
+        print("identical", torch.equal(before, after))
+        """
+    )
+    assert p.returncode == 0, p.stderr
+    assert "identical True" in p.stdout
