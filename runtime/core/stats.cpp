@@ -190,4 +190,25 @@ double dtype_min_normal(ovf_dtype dtype) {
   }
 }
 
+double float_bits_to_double(uint64_t bits, ovf_dtype dtype) {
+  switch (dtype) {
+    case OVF_DTYPE_FLOAT64: {
+      double d;
+      std::memcpy(&d, &bits, sizeof d);
+      return d;
+    }
+    case OVF_DTYPE_FLOAT32: {
+      const uint32_t b = static_cast<uint32_t>(bits);
+      float f;
+      std::memcpy(&f, &b, sizeof f);
+      return f;
+    }
+    case OVF_DTYPE_FLOAT16: return half_bits_to_double(static_cast<uint16_t>(bits));
+    case OVF_DTYPE_BFLOAT16: return bfloat16_bits_to_double(static_cast<uint16_t>(bits));
+    case OVF_DTYPE_FLOAT8_E4M3: return float8_e4m3_to_double(static_cast<uint8_t>(bits));
+    case OVF_DTYPE_FLOAT8_E5M2: return float8_e5m2_to_double(static_cast<uint8_t>(bits));
+    default: return 0;
+  }
+}
+
 }  // namespace ovf

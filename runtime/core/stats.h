@@ -57,6 +57,9 @@ double half_bits_to_double(uint16_t bits);
 double bfloat16_bits_to_double(uint16_t bits);
 double float8_e4m3_to_double(uint8_t bits);
 double float8_e5m2_to_double(uint8_t bits);
+// The value of a floating dtype's bit pattern (the low bits of `bits`), 0 for
+// other dtypes: what both engines turn their bit-pattern keys back into.
+double float_bits_to_double(uint64_t bits, ovf_dtype dtype);
 
 }  // namespace ovf
 

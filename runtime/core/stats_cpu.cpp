@@ -37,26 +37,6 @@ const detail::ScanTable& scan_table() {
   return table;
 }
 
-// Abs-bit pattern of a finite float type back to its value.
-double abs_bits_to_double(uint64_t bits, ovf_dtype dtype) {
-  switch (dtype) {
-    case OVF_DTYPE_FLOAT64: {
-      double d;
-      std::memcpy(&d, &bits, sizeof d);
-      return d;
-    }
-    case OVF_DTYPE_FLOAT32: {
-      const uint32_t b = static_cast<uint32_t>(bits);
-      float f;
-      std::memcpy(&f, &b, sizeof f);
-      return f;
-    }
-    case OVF_DTYPE_FLOAT16: return half_bits_to_double(static_cast<uint16_t>(bits));
-    case OVF_DTYPE_BFLOAT16: return bfloat16_bits_to_double(static_cast<uint16_t>(bits));
-    default: return 0;
-  }
-}
-
 struct ScanFloatType {
   detail::ScanFn fn;
   uint64_t inf_bits;
@@ -108,10 +88,10 @@ Stats finish_float(const detail::BitAcc& acc, uint64_t numel, ovf_dtype dtype, u
   s.neg_inf_count = negated ? acc.pos_inf : acc.neg_inf;
   s.zero_count = acc.zero;
   s.subnormal_count = acc.subnormal;
-  s.abs_min = acc.min_abs == inf_bits ? kInf : abs_bits_to_double(acc.min_abs, dtype);
-  s.abs_max = abs_bits_to_double(acc.max_abs, dtype);
+  s.abs_min = acc.min_abs == inf_bits ? kInf : float_bits_to_double(acc.min_abs, dtype);
+  s.abs_max = float_bits_to_double(acc.max_abs, dtype);
   s.abs_min_nonzero =
-      acc.min_nonzero == inf_bits ? kInf : abs_bits_to_double(acc.min_nonzero, dtype);
+      acc.min_nonzero == inf_bits ? kInf : float_bits_to_double(acc.min_nonzero, dtype);
   return s;
 }
 
@@ -252,7 +232,7 @@ uint64_t abs_bits_at_least(double t, ovf_dtype dtype, uint64_t inf_bits) {
   uint64_t lo = 0, hi = inf_bits;  // value(inf_bits) = inf >= t
   while (lo < hi) {
     const uint64_t mid = lo + (hi - lo) / 2;
-    if (abs_bits_to_double(mid, dtype) >= t) {
+    if (float_bits_to_double(mid, dtype) >= t) {
       hi = mid;
     } else {
       lo = mid + 1;

@@ -12,21 +12,12 @@ static_assert(sizeof(SignedIntCodec<int8_t>::Key) == 4 && sizeof(SignedIntCodec<
 
 double key_to_double(ovf_dtype dtype, uint64_t key) {
   switch (dtype) {
-    case OVF_DTYPE_FLOAT64: {
-      double d;
-      std::memcpy(&d, &key, sizeof d);
-      return d;
-    }
-    case OVF_DTYPE_FLOAT32: {
-      const uint32_t bits = static_cast<uint32_t>(key);
-      float f;
-      std::memcpy(&f, &bits, sizeof f);
-      return f;
-    }
-    case OVF_DTYPE_FLOAT16: return half_bits_to_double(static_cast<uint16_t>(key));
-    case OVF_DTYPE_BFLOAT16: return bfloat16_bits_to_double(static_cast<uint16_t>(key));
-    case OVF_DTYPE_FLOAT8_E4M3: return float8_e4m3_to_double(static_cast<uint8_t>(key));
-    case OVF_DTYPE_FLOAT8_E5M2: return float8_e5m2_to_double(static_cast<uint8_t>(key));
+    case OVF_DTYPE_FLOAT64:
+    case OVF_DTYPE_FLOAT32:
+    case OVF_DTYPE_FLOAT16:
+    case OVF_DTYPE_BFLOAT16:
+    case OVF_DTYPE_FLOAT8_E4M3:
+    case OVF_DTYPE_FLOAT8_E5M2: return float_bits_to_double(key, dtype);
     case OVF_DTYPE_INT64: return static_cast<double>(SignedIntCodec<int64_t>::magnitude(key));
     case OVF_DTYPE_INT32:
     case OVF_DTYPE_INT16:
