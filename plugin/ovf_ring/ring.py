@@ -100,14 +100,18 @@ def locate(target, library_hint=""):
 
 def _scan_order(regions):
     """The runtime library's own mappings first, then the one right after each
-    (its .bss), then the rest: the state is found without reading gigabytes."""
+    (its .bss), then the rest, smallest first: the state is found without reading
+    gigabytes. (Where a core names no files, as a gcore of gdb 16 cut before its
+    notes at the end, a library's .bss is still among the small regions, and the
+    heap and tensor arenas are the big ones.)"""
 
     def rank(i):
-        if "libovf_runtime" in regions[i][2]:
-            return 0
+        start, end, path = regions[i]
+        if "libovf_runtime" in path:
+            return (0, 0, i)
         if i and "libovf_runtime" in regions[i - 1][2]:
-            return 1
-        return 2
+            return (1, 0, i)
+        return (2, end - start, i)
 
     return [regions[i] for i in sorted(range(len(regions)), key=rank)]
 
