@@ -9,8 +9,9 @@ graph breaks ovf causes (none: its hooks enter the graph, runtime/python/ovf/_co
 
 A step is forward, loss, backward and an SGD step of a GPT-style decoder
 (tests/e2e/scripts/real_models.GPT) on CPU with one thread; the median of rounds,
-each mode in a child process of one run (Dynamo caches compiled code per code object). Needs torch >= 2.5 (Debian trixie's 2.6: the second test
-leg); elsewhere it says so and exits 0.
+each mode in a child process of one run (Dynamo caches compiled code per code
+object). Needs torch >= 2.5 (Debian trixie's 2.6: the second test leg); elsewhere
+it says so and exits 0.
 
     python3 bench/compile_overhead.py [--quick]
 """
