@@ -76,7 +76,20 @@ OVF_ENV = {
 NO_SEQ = 0xFFFFFFFFFFFFFFFF
 FIRST_NONFINITE = 48  # ovf_state_t.first_nonfinite_seq (docs/ring-layout.md)
 FRAMES_WRITTEN = 136  # ovf_state_t.frames_written
-NAIVE_FUNCTION = "'ovf::forward_hook'"  # runtime/python/py_hooks.cpp
+def _naive_function():
+    """The pybind11 forward hook the inferior's torch calls (runtime/python/py_hooks.cpp):
+    torch >= 2 passes keyword arguments to hooks. Read from the installed package's
+    metadata: this process does not load torch."""
+    from importlib import metadata
+
+    try:
+        major = int(metadata.version("torch").split(".")[0])
+    except (metadata.PackageNotFoundError, ValueError):
+        major = 1
+    return "'ovf::forward_hook_with_kwargs'" if major >= 2 else "'ovf::forward_hook'"
+
+
+NAIVE_FUNCTION = _naive_function()
 NAIVE_CONDITION = f"*(unsigned long long *)((char *)&ovf_state + {FIRST_NONFINITE}) != {NO_SEQ:#x}"
 STAMP = (
     "python import time; print('OVF_BENCH_T', time.clock_gettime(time.CLOCK_MONOTONIC), flush=True)"
@@ -339,7 +352,8 @@ def mode_c(steps):
         ["step 0 loss", f"step {steps - 2} loss"],
     )
     r.check(
-        re.search(r"^Breakpoint 1, ovf::forward_hook", r.text, re.M) is not None
+        # gdb 13: "Breakpoint 1, ovf::..."; gdb 16: 'Thread 1 "python3" hit Breakpoint 1, ovf::...'
+        re.search(r"Breakpoint 1, ovf::forward_hook", r.text) is not None
         and "stamp" in r.seen,
         "the naive breakpoint did not stop",
     )
