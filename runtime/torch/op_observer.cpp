@@ -299,8 +299,10 @@ Stats output_stats(const PendingOp& op, const at::Tensor& out, const TensorView&
   const ScannedOutput* found = nullptr;
   if (version && op.facts->composite) {
     for (const ScannedOutput& s : op.scanned) {
-      if (s.impl._unsafe_get_target() == impl && s.version == *version && s.data == view.data)
+      if (s.impl._unsafe_get_target() == impl && s.version == *version && s.data == view.data) {
         found = &s;
+        break;
+      }
     }
   }
   const Stats stats = found != nullptr ? found->stats : compute_stats_cpu(view);

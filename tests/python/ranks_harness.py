@@ -12,6 +12,7 @@ a "[default<rank>]:" prefix, to the launcher's stdout.
 
 import glob
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -114,9 +115,12 @@ def rank_lines(launcher_output, rank):
 
 
 def kernel_cores_here():
-    """Why kernel cores cannot land in a rank's working directory here, or None."""
+    """Why kernel cores cannot land in a rank's working directory here, or None (ovf
+    lifts the soft core size limit to the hard one, which must not be 0)."""
     with open("/proc/sys/kernel/core_pattern") as f:
         pattern = f.read().strip()
     if pattern not in ("core", "core.%p"):
         return f"kernel cores do not go to the working directory (core_pattern {pattern!r})"
+    if resource.getrlimit(resource.RLIMIT_CORE)[1] == 0:
+        return "the hard core size limit is 0"
     return None

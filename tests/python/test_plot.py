@@ -234,9 +234,7 @@ def abort_core(tmp_path_factory):
     why = kernel_cores_here()
     if why:
         pytest.skip(why)
-    hard = resource.getrlimit(resource.RLIMIT_CORE)[1]
-    if hard == 0:
-        pytest.skip("the hard core size limit is 0")
+    hard = resource.getrlimit(resource.RLIMIT_CORE)[1]  # not 0: kernel_cores_here
     work = tmp_path_factory.mktemp("abort")
     subprocess.run(
         [PYTHON, "-m", "ovf", "--on-nan", "abort", DIVERGE, "--inf-at", "blocks.1.amp:2"],
