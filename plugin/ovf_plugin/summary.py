@@ -1,6 +1,6 @@
 """The one-screen text printed when the debugger stops at an event."""
 
-from ovf_ring import layout
+from ovf_ring import device, layout
 from ovf_ring.event import bit_name
 from ovf_ring.frames import previous_frame, walk_back
 from ovf_ring.identity import rank_text
@@ -165,6 +165,9 @@ def stop_summary(ring, event, chosen=None):
             out += _frame_block(ring, before[0], "last frame before the op")
         what = "this gradient" if event.op.kind == layout.KIND_GRAD else "this op"
         out.append(f"{format_record(event.op, ring.text, ring.module)}    <- {what}")
+    late = device.late_note(ring.header)
+    if late is not None:
+        out.append(f"ovf: {late}")
     # The runtime took a snapshot of the Python stack at the event (none in a
     # C++ program, which has no Python line to show).
     python = (

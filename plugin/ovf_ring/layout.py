@@ -1,11 +1,13 @@
-"""The ring's bytes, as runtime/include/ovf/ring.h lays them out (layout versions 1 and 2).
+"""The ring's bytes, as runtime/include/ovf/ring.h lays them out (layout versions 1 to 3).
 
 Versions: fields never move; additions go into reserved space and bump the
 version; a reader reads every version it knows and names a newer one as such.
 Version 1 had 128-byte records whose last 8 bytes were context_id/aux_id for op
 records and headroom_dtype/headroom_underflow for a frame's tensor lines;
 version 2 has 192-byte records with both pairs as fields of their own and 56
-reserved bytes, and the header's root_class_id (152) and own_on_event (156).
+reserved bytes, and the header's root_class_id (152) and own_on_event (156);
+version 3 adds the header's device fields (168-183: device_mode, device_backends,
+pending_frames, last_event_late), zero in earlier versions.
 
 Every field is listed with its offset and struct code, so that one table drives
 decoding, control-block writes and the test that compiles ring.h and compares
@@ -19,10 +21,10 @@ from collections import namedtuple
 
 MAGIC = 0x474E49522D46564F  # "OVF-RING" as a little-endian u64
 MAGIC_BYTES = struct.pack("<Q", MAGIC)
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3
 HEADER_SIZE = 1024
 RECORD_SIZE = 192
-RECORD_SIZES = {1: 128, 2: 192}  # every layout version this reader knows
+RECORD_SIZES = {1: 128, 2: 192, 3: 192}  # every layout version this reader knows
 CONTROL_OFFSET = 256
 CONTROL_SIZE = 640
 NO_SEQ = 0xFFFFFFFFFFFFFFFF
@@ -101,6 +103,15 @@ FLAG_PRODUCER = 1 << 8
 FLAG_CARRIER = 1 << 9
 FLAG_BACKWARD = 1 << 10
 FLAG_CONSTANT = 1 << 11  # an op's NaN/Inf came from a constant argument: deliberate
+FLAG_PENDING = 1 << 12  # device statistics not arrived yet (fast device mode)
+
+# enum ovf_device_mode (header device_mode)
+DEVICE_MODE_NONE, DEVICE_MODE_FAST, DEVICE_MODE_EXACT = 0, 1, 2
+DEVICE_MODE_NAMES = {DEVICE_MODE_NONE: "none", DEVICE_MODE_FAST: "fast", DEVICE_MODE_EXACT: "exact"}
+# enum ovf_device_backend_bits (header device_backends)
+BACKEND_PORTABLE = 1 << 0
+BACKEND_CUDA = 1 << 1
+BACKEND_CUDA_REJECTED = 1 << 2
 
 # enum ovf_stop_bits, in the order events are named
 STOP_NAN = 1 << 0
@@ -255,6 +266,10 @@ HEADER_FIELDS = (
     ("root_class_id", 152, "I"),
     ("own_on_event", 156, "I"),
     ("snapshot_addr", 160, "Q"),
+    ("device_mode", 168, "I"),
+    ("device_backends", 172, "I"),
+    ("pending_frames", 176, "I"),
+    ("last_event_late", 180, "I"),
 )
 
 RECORD_STRUCT, RECORD_OFFSETS = _table(RECORD_FIELDS, RECORD_SIZE)

@@ -160,6 +160,8 @@ def _line(ring, r):
             abs_max=_number(r.abs_max),
             abs_min_nonzero=_number(r.abs_min_nonzero),
         )
+    elif r.flags & layout.FLAG_PENDING:
+        out["pending"] = True
     elif r.flags & layout.FLAG_NO_DATA:
         out["no_data"] = True
     if r.kind in (layout.KIND_OP_OUTPUT, layout.KIND_BUFFER):

@@ -12,7 +12,7 @@ the order is as good as the agreement of their clocks.
 import datetime
 from dataclasses import dataclass, field
 
-from . import layout, listing
+from . import device, layout, listing
 from .core_target import CoreTarget
 from .errors import OvfError
 from .event import describe_seq
@@ -101,6 +101,7 @@ def summary(core, ring_notes=False):
     lines = [
         f"{core.path}: {process_text(h)}, batch {h.batch}, {h.frames_written} frames",
         f"first non-finite: {first}",
+        *device.status_lines(h),
         *core.notes,
         *(core.ring.notes if ring_notes else ()),
     ]

@@ -94,6 +94,8 @@ def format_record(r, text, module=None):
         lo, hi = reference_min_max(r)
         return f"{format_8_2e(lo)} {format_8_2e(hi)} {text(r.label_id)} of {text(r.name_id)}"
     label = text(r.label_id)
+    if r.flags & layout.FLAG_PENDING:  # a device's statistics on their way (fast mode)
+        return f"{_right_17('pending')} {label}"
     if not r.flags & layout.FLAG_HAS_STATS:
         return (
             f"{_right_17('no data' if r.flags & layout.FLAG_NO_DATA else 'unknown dtype')} {label}"

@@ -10,6 +10,7 @@ namespace ovf {
 void FrameBuilder::begin(uint32_t module_name_id, uint32_t class_name_id, bool is_root,
                          uint64_t forward_start) {
   records_.clear();
+  pending_.clear();
   is_root_ = is_root;
   forward_start_ = forward_start;
   ovf_record frame = blank_record(OVF_KIND_FRAME);
@@ -42,6 +43,24 @@ void FrameBuilder::add_tensor(ovf_record_kind kind, uint32_t label_id, const Ten
 void FrameBuilder::add_stats(ovf_record_kind kind, uint32_t label_id, const Stats& s,
                              ovf_dtype dtype, DeviceId device, uint32_t extra_flags) {
   add_line(make_line(kind, label_id, s, dtype, device, extra_flags));
+}
+
+void FrameBuilder::add_pending(ovf_record_kind kind, uint32_t label_id, ovf_dtype dtype,
+                               DeviceId device, uint64_t numel,
+                               const std::shared_ptr<DeviceStatsBatch>& batch, int index) {
+  if (full()) {
+    records_.front().flags |= OVF_FLAG_TRUNCATED;
+    return;
+  }
+  Stats none;
+  none.numel = numel;
+  ovf_record line = make_line(kind, label_id, none, dtype, device, OVF_FLAG_PENDING);
+  const ovf_dtype against = headroom_dtype();
+  if (against != OVF_DTYPE_UNKNOWN) line.headroom_dtype = against;
+  pending_.batch = batch;
+  pending_.lines.emplace_back(static_cast<uint32_t>(records_.size()), index);
+  records_.push_back(line);
+  records_.front().flags |= OVF_FLAG_PENDING;
 }
 
 void FrameBuilder::add_value(ovf_record_kind what, uint32_t label_id, uint32_t flags) {

@@ -3,8 +3,10 @@
 #define OVF_FRAME_BUILDER_H
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "device_stats.h"
 #include "ovf/ring.h"
 #include "record.h"
 #include "stats.h"
@@ -27,6 +29,12 @@ class FrameBuilder {
   // A line whose stats were computed elsewhere (weight cache, a device engine).
   void add_stats(ovf_record_kind kind, uint32_t label_id, const Stats& stats, ovf_dtype dtype,
                  DeviceId device, uint32_t extra_flags = 0);
+  // A tensor whose statistics `batch` computes as result `index` (a device
+  // tensor): a PENDING line until they arrive (Monitor::finish_frame). Every
+  // pending line of a frame comes from the same batch.
+  void add_pending(ovf_record_kind kind, uint32_t label_id, ovf_dtype dtype, DeviceId device,
+                   uint64_t numel, const std::shared_ptr<DeviceStatsBatch>& batch, int index);
+  PendingLines& pending() { return pending_; }
   // Sets the headroom fields of the line added last.
   void set_headroom(ovf_dtype against, uint64_t underflow);
   // A line without data (record.h: make_value_line).
@@ -40,6 +48,7 @@ class FrameBuilder {
 
  private:
   std::vector<ovf_record> records_;
+  PendingLines pending_;
   bool is_root_ = false;
   uint64_t forward_start_ = OVF_NO_SEQ;
 };

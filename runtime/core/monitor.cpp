@@ -81,6 +81,15 @@ std::string Monitor::start_session(const SessionOptions& o) {
   __atomic_store_n(&ovf_state.first_nonfinite_seq, OVF_NO_SEQ, __ATOMIC_RELEASE);
   __atomic_store_n(&last_nonfinite_seq_, OVF_NO_SEQ, __ATOMIC_RELEASE);
   total_calls_ = 0;
+  {
+    std::lock_guard<std::recursive_mutex> lock(deferred_mutex_);
+    deferred_.clear();  // an earlier session's frames are its own (stop_session flushed them)
+    deferred_count_.store(0, std::memory_order_release);
+    boundaries_ = 0;
+  }
+  ovf_state.device_mode = o.device_mode;
+  ovf_state.pending_frames = 0;
+  ovf_state.last_event_late = 0;
   last_frame_end_ = __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE);
   pending_detection_ = 0;
   frames_this_batch_ = 0;
@@ -89,6 +98,7 @@ std::string Monitor::start_session(const SessionOptions& o) {
     std::lock_guard<std::mutex> lock(response_mutex_);
     report_floor_ = last_frame_end_;
     acted_once_ = false;
+    answered_ = false;
     raise_pending_ = raise_decided_ = false;
   }
   active_ = true;
@@ -96,6 +106,9 @@ std::string Monitor::start_session(const SessionOptions& o) {
 }
 
 void Monitor::stop_session() {
+  // Drivers flush first (flush_device_frames) to act on what arrives; what
+  // still waits now is judged without a response.
+  flush_device_frames(/*can_raise=*/false);
   active_ = false;
   ovf_state.detection_state = ovf_state.first_nonfinite_seq == OVF_NO_SEQ ? 0 : 2;
   std::lock_guard<std::mutex> lock(response_mutex_);
@@ -166,15 +179,25 @@ Monitor::Committed Monitor::commit(ovf_record* records, uint32_t count,
   }
   Committed out{append_records(records, count), 0, 0};
   out.end = out.first + count;
+  out.events = detect(out, records, count, request);
+  return out;
+}
+
+uint32_t Monitor::detect(const Committed& span, const ovf_record* records, uint32_t count,
+                         const CommitRequest& request) {
   // The first line that holds a NaN/Inf nobody asked for (a constant's is
   // deliberate: it makes no first value and no producer).
   const ovf_record* first_bad = std::find_if(records, records + count, counts_as_nonfinite);
   if (first_bad != records + count) {
-    const uint64_t seq = out.first + (first_bad - records);
+    const uint64_t seq = span.first + (first_bad - records);
     __atomic_store_n(&last_nonfinite_seq_, seq, __ATOMIC_RELEASE);
-    uint64_t expected = OVF_NO_SEQ;
-    __atomic_compare_exchange_n(&ovf_state.first_nonfinite_seq, &expected, seq, false,
-                                __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+    // The lowest seq wins: a frame judged late (fast device mode) ran before
+    // the records committed while its statistics were on their way.
+    uint64_t current = __atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_RELAXED);
+    while (seq < current &&
+           !__atomic_compare_exchange_n(&ovf_state.first_nonfinite_seq, &current, seq, true,
+                                        __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+    }
     ovf_state.detection_state = 2;
   }
   const ovf_control& c = ovf_state.control;
@@ -182,20 +205,20 @@ Monitor::Committed Monitor::commit(ovf_record* records, uint32_t count,
   uint32_t events = request.raw_events & stop_mask;
   const uint64_t first_nonfinite =
       __atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_ACQUIRE);
-  const bool holds_first = out.first <= first_nonfinite && first_nonfinite < out.end;
+  const bool holds_first = span.first <= first_nonfinite && first_nonfinite < span.end;
   if ((stop_mask & OVF_STOP_PRODUCER_ONLY) && !request.producer && !holds_first) {
     events &= ~(OVF_STOP_NAN | OVF_STOP_INF | OVF_STOP_BACKWARD);
   }
   if (static_cast<int64_t>(request.batch) < read_control(c.after_batch)) events = 0;
   if (events && !module_matches(request.module_id)) events = 0;
   if (events) {
-    take_snapshot(out.first);
-    ovf_state.last_event_seq = out.first;
+    take_snapshot(span.first);
+    ovf_state.last_event_seq = span.first;
     ovf_state.last_event_kind = events;
-    ovf_stop_event(find_record(out.first), events);
+    ovf_state.last_event_late = judging_late_ ? 1 : 0;
+    ovf_stop_event(find_record(span.first), events);
   }
-  out.events = events;
-  return out;
+  return events;
 }
 
 // ---------------------------------------------------------------- the response step
@@ -215,6 +238,7 @@ Response Monitor::respond(uint32_t events, uint64_t end, uint64_t batch, bool ca
     return out;
   }
   std::lock_guard<std::mutex> lock(response_mutex_);
+  answered_ = true;
   switch (on_event) {
     case OVF_ON_EVENT_WARN:
       if (!acted_once_) out.text = report_text(end, batch);
@@ -264,16 +288,17 @@ bool Monitor::take_pending_raise(uint64_t* batch) {
 
 // ---------------------------------------------------------------- the sources
 
-Response Monitor::finish_frame(FrameBuilder& frame) {
-  const ovf_control& c = ovf_state.control;
-  const uint64_t batch = ovf_state.batch;
-  const bool trace_mode = in_trace_batch(batch);
-  const bool reference_prints = read_control(c.on_event) != OVF_ON_EVENT_CONTINUE;
+// The first event's response leads; later ones add their text.
+static void merge(Response& into, Response&& more) {
+  if (into.action == Action::kNone && !into.events) {
+    more.text = into.text + more.text;
+    into = std::move(more);
+  } else {
+    into.text += more.text;
+  }
+}
 
-  if (total_calls_ == 0) append_batch_marker(batch);
-  ++total_calls_;
-
-  auto& records = frame.records();
+uint32_t Monitor::classify(std::vector<ovf_record>& records, const FrameContext& context) {
   uint32_t line_events = 0;
   bool output_nonfinite = false, carried_in = false;
   for (const ovf_record& r : records) {
@@ -283,13 +308,13 @@ Response Monitor::finish_frame(FrameBuilder& frame) {
     line_events |= nonfinite_bits(r) | threshold_bits(r);
   }
   ovf_record& header = records.front();
-  if (trace_mode) header.flags |= OVF_FLAG_TRACED;
+  if (context.trace_mode) header.flags |= OVF_FLAG_TRACED;
   // A carrier got a NaN/Inf in (an input or weight). A producer made it from
   // finite inputs and weights itself: not one of its children or ops, so
   // nothing non-finite was recorded since its forward began (when known).
   const uint64_t last_nonfinite = __atomic_load_n(&last_nonfinite_seq_, __ATOMIC_ACQUIRE);
-  const bool made_inside = frame.forward_start() != OVF_NO_SEQ && last_nonfinite != OVF_NO_SEQ &&
-                           last_nonfinite >= frame.forward_start();
+  const bool made_inside = context.forward_start != OVF_NO_SEQ && last_nonfinite != OVF_NO_SEQ &&
+                           last_nonfinite >= context.forward_start;
   if (carried_in) {
     header.flags |= OVF_FLAG_CARRIER;
   } else if (output_nonfinite && !made_inside) {
@@ -301,53 +326,110 @@ Response Monitor::finish_frame(FrameBuilder& frame) {
   // next untraced frame.
   const uint32_t nonfinite = line_events & (OVF_STOP_NAN | OVF_STOP_INF);
   uint32_t raw = line_events & (OVF_STOP_ABOVE | OVF_STOP_BELOW);
-  if (trace_mode) raw |= OVF_STOP_TRACED;
-  if (reference_prints) {
+  if (context.trace_mode) raw |= OVF_STOP_TRACED;
+  if (context.reference_prints) {
     pending_detection_ |= nonfinite;
-    if (!trace_mode) {
+    if (!context.trace_mode) {
       raw |= pending_detection_;
       pending_detection_ = 0;
     }
   } else {
     raw |= nonfinite;
   }
-  // Counted before the commit: a debugger stopped in it numbers this frame.
-  ++ovf_state.frames_written;
-  ++frames_this_batch_;
-  const Committed done =
-      commit(records.data(), static_cast<uint32_t>(records.size()),
-             {batch, raw, (header.flags & OVF_FLAG_PRODUCER) != 0, header.name_id});
+  return raw;
+}
 
+Response Monitor::answer_frame(const std::vector<ovf_record>& records, const FrameContext& context,
+                               const Committed& done, bool can_raise, bool quiet) {
   Response out;
+  if (quiet) return out;
   // The reference prints "<ctx> has nans/infs" while it builds the frame.
-  if (nonfinite && reference_prints) {
+  if (context.reference_prints && (records.front().flags & OVF_FLAG_NONFINITE)) {
     for (const ovf_record& r : records) {
       if (r.kind != OVF_KIND_FRAME && (r.flags & OVF_FLAG_NONFINITE))
         out.text += nonfinite_text(r, interned(r.label_id));
     }
   }
-  if (frame.is_root()) {
-    end_batch();
-    between_batches_.store(true, std::memory_order_release);
-  }
-  if (trace_mode) {
+  if (context.trace_mode) {
     // reset_saved_frames() then trace_frames(): only this frame, with the
     // batch markers written since the previous frame.
-    if (reference_prints)
-      out.text += format_frames(last_frames(last_frame_end_, done.end, 1, nullptr)) + "\n";
+    if (context.reference_prints)
+      out.text += format_frames(last_frames(context.previous_end, done.end, 1, nullptr)) + "\n";
     std::lock_guard<std::mutex> lock(response_mutex_);
     report_floor_ = done.end;
   }
-  last_frame_end_ = done.end;
-
   if (done.events) {
     // The header's batch_number is the reference's counter: for the root
     // module's own frame it already counts the batch that just ended.
-    Response event = respond(done.events, done.end, ovf_state.batch, /*can_raise=*/true);
+    Response event =
+        respond(done.events, done.end, context.batch + (context.is_root ? 1 : 0), can_raise);
     out.text += event.text;
     out.action = event.action;
     out.message = event.message;
     out.events = done.events;
+  }
+  return out;
+}
+
+Response Monitor::finish_frame(FrameBuilder& frame) {
+  const ovf_control& c = ovf_state.control;
+  FrameContext context;
+  context.batch = ovf_state.batch;
+  context.trace_mode = in_trace_batch(context.batch);
+  context.reference_prints = read_control(c.on_event) != OVF_ON_EVENT_CONTINUE;
+  context.is_root = frame.is_root();
+  context.forward_start = frame.forward_start();
+  context.previous_end = last_frame_end_;
+  context.boundary = boundaries_;
+
+  if (total_calls_ == 0) append_batch_marker(context.batch);
+  ++total_calls_;
+
+  auto& records = frame.records();
+  PendingLines& pending = frame.pending();
+  if (!pending.empty()) {
+    pending.batch->submit();
+    if (ovf_state.device_mode == OVF_DEVICE_MODE_EXACT) {
+      pending.batch->wait();  // the one synchronisation of this frame
+      pending.fill(records.data());
+      pending.clear();
+    }
+  }
+  // Counted before the commit: a debugger stopped in it numbers this frame.
+  ++ovf_state.frames_written;
+  ++frames_this_batch_;
+  Response out;
+  Committed done{};
+  std::lock_guard<std::recursive_mutex> lock(deferred_mutex_);
+  if (pending.empty() && deferred_.empty()) {
+    const uint32_t raw = classify(records, context);
+    const ovf_record& header = records.front();
+    done = commit(records.data(), static_cast<uint32_t>(records.size()),
+                  {context.batch, raw, (header.flags & OVF_FLAG_PRODUCER) != 0, header.name_id});
+  } else {
+    // Appended now, in the order frames ran; judged when its statistics arrive.
+    const uint64_t timestamp = now_ns();
+    for (ovf_record& r : records) {
+      r.batch = context.batch;
+      r.timestamp_ns = timestamp;
+    }
+    done.first = append_records(records.data(), static_cast<uint32_t>(records.size()));
+    done.end = done.first + records.size();
+    deferred_.push_back({records, std::move(pending), context});
+    pending.clear();
+  }
+  if (frame.is_root()) {
+    end_batch();
+    between_batches_.store(true, std::memory_order_release);
+    ++boundaries_;
+  }
+  last_frame_end_ = done.end;
+  if (deferred_.empty()) {
+    out = answer_frame(records, context, done, /*can_raise=*/true, /*quiet=*/false);
+  } else {
+    // At a batch boundary, wait for what ran before the previous one: a stop
+    // comes at most one batch late.
+    out = drain(frame.is_root() ? boundaries_ - 1 : 0, /*can_raise=*/true, done.end, false);
   }
 
   const int64_t abort_after = read_control(c.abort_after_batch);
@@ -356,6 +438,7 @@ Response Monitor::finish_frame(FrameBuilder& frame) {
     if (read_control(c.stop_mask) & OVF_STOP_ABORT_AFTER) {
       ovf_state.last_event_seq = done.first;
       ovf_state.last_event_kind = OVF_STOP_ABORT_AFTER;
+      ovf_state.last_event_late = 0;
       ovf_stop_event(find_record(done.first), OVF_STOP_ABORT_AFTER);
     }
     out.action = Action::kRaise;
@@ -364,6 +447,71 @@ Response Monitor::finish_frame(FrameBuilder& frame) {
                   " batches due to `abort_after_batch_num=" + std::to_string(abort_after) + "` arg";
   }
   return out;
+}
+
+// ---------------------------------------------------------------- deferred frames
+
+Response Monitor::judge_deferred(DeferredFrame& frame, bool can_raise, bool quiet) {
+  auto& records = frame.records;
+  const uint32_t raw = classify(records, frame.context);
+  // The ring gets the arrived statistics and flags in place, under the
+  // sequence numbers the frame was given when it ran.
+  for (const ovf_record& r : records) rewrite_record(r);
+  const Committed span{records.front().seq, records.front().seq + records.size(), 0};
+  const ovf_record& header = records.front();
+  const Committed done{
+      span.first, span.end,
+      detect(span, records.data(), static_cast<uint32_t>(records.size()),
+             {frame.context.batch, raw, (header.flags & OVF_FLAG_PRODUCER) != 0, header.name_id})};
+  return answer_frame(records, frame.context, done, can_raise, quiet);
+}
+
+Response Monitor::drain(uint64_t wait_before, bool can_raise, uint64_t own_end, bool quiet) {
+  Response out;
+  while (!deferred_.empty()) {
+    DeferredFrame& front = deferred_.front();
+    if (!front.pending.empty()) {
+      if (front.context.boundary < wait_before) {
+        front.pending.batch->wait();
+      } else if (!front.pending.batch->ready()) {
+        break;
+      }
+      front.pending.fill(front.records.data());
+      front.pending.clear();
+    }
+    DeferredFrame frame = std::move(front);
+    deferred_.pop_front();
+    // Late: its own hook has returned (it is not the frame that just finished).
+    judging_late_ = frame.records.front().seq + frame.records.size() != own_end;
+    // Once an event acted (raise, abort, wait), the frames after it would not
+    // have run had it been seen in time: recorded and judged, never answered.
+    merge(out, judge_deferred(frame, can_raise, quiet || out.action != Action::kNone));
+    judging_late_ = false;
+  }
+  uint32_t waiting = 0;
+  for (const DeferredFrame& f : deferred_) waiting += f.pending.empty() ? 0 : 1;
+  ovf_state.pending_frames = waiting;
+  deferred_count_.store(deferred_.size(), std::memory_order_release);
+  return out;
+}
+
+Response Monitor::poll_device_frames(bool can_raise) {
+  if (deferred_count_.load(std::memory_order_acquire) == 0) return {};
+  std::lock_guard<std::recursive_mutex> lock(deferred_mutex_);
+  return drain(0, can_raise, 0, false);
+}
+
+Response Monitor::flush_device_frames(bool can_raise) {
+  if (deferred_count_.load(std::memory_order_acquire) == 0) return {};
+  std::lock_guard<std::recursive_mutex> lock(deferred_mutex_);
+  // What a session that already answered an event still had on its way is
+  // recorded, not answered again (it ran after the event).
+  bool answered;
+  {
+    std::lock_guard<std::mutex> response_lock(response_mutex_);
+    answered = answered_;
+  }
+  return drain(UINT64_MAX, can_raise, 0, answered);
 }
 
 uint64_t Monitor::end_batch() {

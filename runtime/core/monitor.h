@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@ struct SessionOptions {
   std::vector<int64_t> trace_batch_nums;
   int64_t abort_after_batch_num = -1;
   ovf_on_event on_event = OVF_ON_EVENT_RAISE;
+  // How a frame's device statistics are waited for (device_stats.h): fast
+  // judges it when they arrive, exact waits for them in the frame's own hook.
+  ovf_device_mode device_mode = OVF_DEVICE_MODE_FAST;
 };
 
 class Monitor {
@@ -40,8 +44,20 @@ class Monitor {
 
   // A module forward's frame: appended, the batch counter advanced after the
   // root module's frame, events decided as the reference does. The response
-  // says what to print and do.
+  // says what to print and do. A frame with device lines (PENDING) is judged
+  // when their statistics arrive: at once in exact mode; in fast mode at this
+  // or a later hook, and at the latest at the end of the next batch's forward.
+  // Frames are judged in the order they ran, so one that waits holds back the
+  // frames after it. The response may be an earlier frame's.
   Response finish_frame(FrameBuilder& frame);
+
+  // Fast device mode: judges the frames whose statistics arrived, in order,
+  // without waiting. Hooks call it first. `can_raise`: the driver can raise
+  // where it runs (else a raise becomes pending).
+  Response poll_device_frames(bool can_raise);
+  // Waits for every frame still pending and judges it: the end of a session,
+  // the process's exit.
+  Response flush_device_frames(bool can_raise);
 
   // For drivers that see no root module forward (the C++ API): the batch ends
   // here. Returns the new batch number.
@@ -95,6 +111,39 @@ class Monitor {
     uint32_t events;  // stop bits that fired
   };
   Committed commit(ovf_record* records, uint32_t count, const CommitRequest& request);
+  // The commit step's second half, for records already in the ring.
+  uint32_t detect(const Committed& span, const ovf_record* records, uint32_t count,
+                  const CommitRequest& request);
+
+  // What a frame's judgement needs to know of the moment it was finished.
+  struct FrameContext {
+    uint64_t batch = 0;  // the counter when it was finished
+    bool trace_mode = false;
+    bool reference_prints = false;
+    bool is_root = false;
+    uint64_t forward_start = OVF_NO_SEQ;
+    uint64_t previous_end = 0;  // seq after the frame before it (trace mode prints from there)
+    uint64_t boundary = 0;      // batch boundaries (root frames) finished before it
+  };
+  // A frame appended with its device lines PENDING, judged when they arrive.
+  struct DeferredFrame {
+    std::vector<ovf_record> records;  // as appended: records[0].seq is the FRAME's
+    PendingLines pending;             // empty once arrived
+    FrameContext context;
+  };
+  // Flags the frame producer or carrier (and traced) from its lines; returns
+  // the stop bits it raises before the control block's filters.
+  uint32_t classify(std::vector<ovf_record>& records, const FrameContext& context);
+  // The reference's text and the response to a committed frame's events.
+  Response answer_frame(const std::vector<ovf_record>& records, const FrameContext& context,
+                        const Committed& done, bool can_raise, bool quiet);
+  // Judges deferred frames in order: waits for those of batch boundaries
+  // before `wait_before`, stops at the first that has not arrived.
+  // `own_end`: the seq after the frame whose hook is running (judging it is
+  // not late), 0 from other hooks.
+  // `quiet`: judged, not answered.
+  Response drain(uint64_t wait_before, bool can_raise, uint64_t own_end, bool quiet);
+  Response judge_deferred(DeferredFrame& frame, bool can_raise, bool quiet);
 
   // The one response step: `end` bounds the report, `batch` is the event's
   // (the report's batch_number).
@@ -106,7 +155,12 @@ class Monitor {
   bool active_ = false;
   std::vector<int64_t> trace_batches_;  // the session's trace_batch_nums, any number of them
   uint64_t total_calls_ = 0;
-  uint64_t last_frame_end_ = 0;     // seq after the previous frame's last line
+  uint64_t last_frame_end_ = 0;            // seq after the previous frame's last line
+  std::deque<DeferredFrame> deferred_;     // fast device mode: appended, not judged yet
+  uint64_t boundaries_ = 0;                // root frames finished this session
+  bool judging_late_ = false;              // a deferred frame is judged after its hook returned
+  std::recursive_mutex deferred_mutex_;    // C++ programs may finish frames on several threads
+  std::atomic<size_t> deferred_count_{0};  // deferred_.size(), read without the lock by polls
   uint32_t pending_detection_ = 0;  // the reference's sticky detected_overflow (NAN/INF bits)
   uint64_t last_nonfinite_seq_ = OVF_NO_SEQ;  // newest record holding a NaN/Inf (atomic access)
   uint64_t frames_this_batch_ = 0;
@@ -114,6 +168,7 @@ class Monitor {
   std::mutex response_mutex_;                 // ops respond from autograd threads too
   uint64_t report_floor_ = 0;                 // records before this seq were reported or reset
   bool acted_once_ = false;                   // WARN and WAIT act on the first event only
+  bool answered_ = false;  // an event of this session got a response (a report, an action)
   bool raise_pending_ = false;
   bool raise_decided_ = false;  // an op's raise was decided in this batch: report it once
   uint64_t raise_batch_ = 0;

@@ -25,6 +25,12 @@ ovf_record make_line(ovf_record_kind kind, uint32_t label_id, const Stats& s, ov
   r.device_type = device.type;
   r.device_index = device.index;
   r.flags = flags;
+  set_stats(r, s);
+  return r;
+}
+
+void set_stats(ovf_record& r, const Stats& s) {
+  r.flags &= ~uint32_t{OVF_FLAG_HAS_STATS | OVF_FLAG_EMPTY | OVF_FLAG_NONFINITE};
   if (s.has_stats) {
     r.flags |= OVF_FLAG_HAS_STATS;
     if (s.numel == 0) r.flags |= OVF_FLAG_EMPTY;
@@ -39,7 +45,6 @@ ovf_record make_line(ovf_record_kind kind, uint32_t label_id, const Stats& s, ov
   r.abs_min = s.abs_min;
   r.abs_max = s.abs_max;
   r.abs_min_nonzero = s.abs_min_nonzero;
-  return r;
 }
 
 ovf_record make_value_line(ovf_record_kind kind, uint32_t label_id, uint32_t flags) {

@@ -24,6 +24,11 @@ ovf_record blank_record(ovf_record_kind kind);
 ovf_record make_line(ovf_record_kind kind, uint32_t label_id, const Stats& stats, ovf_dtype dtype,
                      DeviceId device, uint32_t flags = 0);
 
+// The stats fields of `r` and the flags they imply (HAS_STATS, EMPTY,
+// NONFINITE), replacing what it held: make_line's half that a line whose
+// statistics arrive later (device_stats.h) needs too.
+void set_stats(ovf_record& r, const Stats& stats);
+
 // A line without statistics: OVF_KIND_NONE, OVF_KIND_NOT_TENSOR, or a tensor
 // kind with OVF_FLAG_NO_DATA (memory this process cannot read).
 ovf_record make_value_line(ovf_record_kind kind, uint32_t label_id, uint32_t flags = 0);

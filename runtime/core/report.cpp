@@ -125,6 +125,8 @@ std::string format_record(const ovf_record& r) {
     case OVF_KIND_NOT_TENSOR: return right_17("not a tensor") + " " + label_of(r);
     case OVF_KIND_CHECKPOINT: break;
     default: {
+      // A device's statistics on their way (fast device mode).
+      if (r.flags & OVF_FLAG_PENDING) return right_17("pending") + " " + label_of(r);
       if (!(r.flags & OVF_FLAG_HAS_STATS)) {
         return right_17((r.flags & OVF_FLAG_NO_DATA) ? "no data" : "unknown dtype") + " " +
                label_of(r);

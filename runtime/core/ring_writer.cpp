@@ -214,6 +214,22 @@ uint64_t append_records(ovf_record* records, uint32_t count) {
   return first;
 }
 
+bool rewrite_record(const ovf_record& r) {
+  const uint64_t mask = ovf_state.record_capacity - 1;
+  auto* slots = reinterpret_cast<ovf_record*>(ovf_state.records_addr);
+  ovf_record& slot = slots[r.seq & mask];
+  uint64_t expected = r.seq;
+  if (!__atomic_compare_exchange_n(&slot.seq, &expected, OVF_NO_SEQ, false, __ATOMIC_RELAXED,
+                                   __ATOMIC_RELAXED)) {
+    return false;  // overwritten: the ring went round while the statistics were on their way
+  }
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  memcpy(reinterpret_cast<char*>(&slot) + sizeof slot.seq,
+         reinterpret_cast<const char*>(&r) + sizeof r.seq, sizeof r - sizeof r.seq);
+  __atomic_store_n(&slot.seq, r.seq, __ATOMIC_RELEASE);
+  return true;
+}
+
 const ovf_record* find_record(uint64_t seq) {
   if (seq == OVF_NO_SEQ || seq >= load_write_seq()) return nullptr;
   const auto* slots = reinterpret_cast<const ovf_record*>(ovf_state.records_addr);

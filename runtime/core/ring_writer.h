@@ -42,6 +42,11 @@ std::string_view interned(uint32_t id);
 // OVF_NO_SEQ are set to the run's first seq (the frame record). Thread-safe.
 uint64_t append_records(ovf_record* records, uint32_t count);
 
+// Writes `record` again into the slot of its seq (statistics that arrived after
+// it was appended), as append_records writes: torn-marked while it changes.
+// Returns false, writing nothing, when the slot holds a newer record already.
+bool rewrite_record(const ovf_record& record);
+
 // The slot a sequence number lives in, or nullptr when it was overwritten or
 // not yet written.
 const ovf_record* find_record(uint64_t seq);

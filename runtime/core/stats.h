@@ -39,6 +39,15 @@ struct Stats {
   uint64_t finite_count() const { return numel - nan_count - pos_inf_count - neg_inf_count; }
 };
 
+// Whether two engines agree on every field (NaN-free: all fields are counts
+// or magnitudes of finite values, infinities aside).
+inline bool same_stats(const Stats& a, const Stats& b) {
+  return a.has_stats == b.has_stats && a.numel == b.numel && a.nan_count == b.nan_count &&
+         a.pos_inf_count == b.pos_inf_count && a.neg_inf_count == b.neg_inf_count &&
+         a.zero_count == b.zero_count && a.subnormal_count == b.subnormal_count &&
+         a.abs_min == b.abs_min && a.abs_max == b.abs_max && a.abs_min_nonzero == b.abs_min_nonzero;
+}
+
 // Bytes per element, 0 for OVF_DTYPE_UNKNOWN.
 int dtype_size(ovf_dtype dtype);
 const char* dtype_name(ovf_dtype dtype);

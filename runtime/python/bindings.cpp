@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "control.h"
+#include "cuda_backend.h"
 #include "monitor.h"
 #include "op_observer.h"
 #include "py_hooks.h"
@@ -116,17 +117,31 @@ PYBIND11_MODULE(_ovf, m) {
   m.def("set_wait_timeout", &ovf::set_wait_timeout, py::arg("seconds"));
   m.def("clear_modules", &ovf::clear_modules);
   m.def("set_callbacks", &ovf::set_python_callbacks);
-  m.def("start_session", [](uint32_t max_frames, std::vector<int64_t> trace, int64_t abort_after,
-                            uint32_t on_event) {
-    ovf::SessionOptions o;
-    o.max_frames_to_save = max_frames;
-    o.trace_batch_nums = std::move(trace);
-    o.abort_after_batch_num = abort_after;
-    o.on_event = static_cast<ovf_on_event>(on_event);
-    const std::string error = ovf::Monitor::instance().start_session(o);
-    if (!error.empty()) throw py::value_error("ovf: " + error);
-  });
+  m.def(
+      "start_session",
+      [](uint32_t max_frames, std::vector<int64_t> trace, int64_t abort_after, uint32_t on_event,
+         uint32_t device_mode) {
+        ovf::SessionOptions o;
+        if (device_mode != OVF_DEVICE_MODE_FAST && device_mode != OVF_DEVICE_MODE_EXACT)
+          throw py::value_error("ovf: device_mode must be DEVICE_MODES['fast'] or ['exact']");
+        o.device_mode = static_cast<ovf_device_mode>(device_mode);
+        o.max_frames_to_save = max_frames;
+        o.trace_batch_nums = std::move(trace);
+        o.abort_after_batch_num = abort_after;
+        o.on_event = static_cast<ovf_on_event>(on_event);
+        const std::string error = ovf::Monitor::instance().start_session(o);
+        if (!error.empty()) throw py::value_error("ovf: " + error);
+      },
+      py::arg("max_frames"), py::arg("trace"), py::arg("abort_after"), py::arg("on_event"),
+      py::arg("device_mode") = int(OVF_DEVICE_MODE_FAST));
   m.def("stop_session", [] { ovf::Monitor::instance().stop_session(); });
+  m.def("flush_device_frames", &ovf::flush_device_frames,
+        "Waits for every frame whose device statistics are on their way and judges it "
+        "(the end of a session, the process's exit): prints what it reports, never raises.");
+  m.def("cuda_backend_built", &ovf::cuda_backend_built,
+        "Whether this build holds the CUDA statistics backend (its torch glue).");
+  m.attr("DEVICE_MODES") = py::dict(py::arg("fast") = int(OVF_DEVICE_MODE_FAST),
+                                    py::arg("exact") = int(OVF_DEVICE_MODE_EXACT));
   m.def("detect_overflow", &ovf::detect_overflow, py::arg("var"), py::arg("ctx"));
   m.def("stats", &tensor_stats, "One-pass stats of a CPU tensor as a dict (None if unreadable).");
   m.def("configure_ring", [](uint32_t capacity) {

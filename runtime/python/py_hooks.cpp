@@ -138,6 +138,10 @@ void on_op_event(const ovf_record& record, uint32_t events) {
   }
 }
 
+// Fast device mode: frames whose statistics arrived since are judged first
+// (their events may raise here, in a later hook).
+void poll_device_frames() { act(Monitor::instance().poll_device_frames(/*can_raise=*/true)); }
+
 FrameBuilder& frame_builder() {
   static thread_local FrameBuilder builder;
   return builder;
@@ -164,6 +168,7 @@ void on_forward(PyObject* module, PyObject* args, PyObject* kwargs, PyObject* ou
   const uint64_t forward_start = pop_module(module);
   if (!running()) return;
   raise_pending();
+  poll_device_frames();
   sync_op_observer();
   auto it = modules().find(module);
   if (it == modules().end()) return;  // not part of a watched model
@@ -250,6 +255,7 @@ std::string type_name(py::handle object) {
 void check_optimizer(py::handle optimizer) {
   if (!running()) return;
   raise_pending();
+  poll_device_frames();
   StepCheck check(type_name(optimizer));
   size_t index = 0;
   // Its state (Adam's exp_avg, exp_avg_sq, ...) when asked: more reads per step.
@@ -315,6 +321,7 @@ void forward_pre_hook(py::handle module, py::handle /*args*/) {
     clear_modules_on_thread();  // drops entries of forwards that raised
     Monitor::instance().begin_root_forward();
     raise_pending();
+    if (running()) guarded([] { poll_device_frames(); });
   }
   push_module(module.ptr(), it->second.name_id,
               __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE));
@@ -356,12 +363,17 @@ bool detect_overflow(py::handle var, const std::string& ctx) {
   if (!THPVariable_Check(var.ptr())) {
     throw py::type_error("ovf.detect_overflow: var must be a torch.Tensor, got " + type_name(var));
   }
+  if (running()) guarded([] { poll_device_frames(); });
   std::string text;
   const ovf_record line = tensor_line(OVF_KIND_CHECKPOINT, 0, THPVariable_Unpack(var.ptr()));
   const bool found =
       !(line.flags & OVF_FLAG_NO_DATA) && Monitor::instance().checkpoint(line, ctx, &text);
   write_stdout(text);
   return found;
+}
+
+void flush_device_frames() {
+  guarded([] { act(Monitor::instance().flush_device_frames(/*can_raise=*/false)); });
 }
 
 }  // namespace ovf

@@ -35,6 +35,10 @@ void clear_modules();
 // Checks an optimizer's parameters (and state, when asked) after its step.
 void after_optimizer_step(pybind11::handle optimizer);
 
+// Waits for the frames whose device statistics are on their way and acts on
+// their events without raising (the session's end, atexit).
+void flush_device_frames();
+
 // ovf.detect_overflow(var, ctx).
 bool detect_overflow(pybind11::handle var, const std::string& ctx);
 

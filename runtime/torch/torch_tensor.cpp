@@ -3,6 +3,7 @@
 #include <ATen/FunctionalTensorWrapper.h>
 #include <torch/version.h>  // which scalar types this torch has
 
+#include "device_engine.h"
 #include "stats_cpu.h"
 
 namespace ovf {
@@ -41,17 +42,17 @@ DeviceId device_of(const at::Tensor& t) {
   return {255, static_cast<int8_t>(d.has_index() ? d.index() : -1)};
 }
 
-bool readable_view(const at::Tensor& t, TensorView* view) {
+bool device_view(const at::Tensor& t, TensorView* view) {
   try {
-    if (!t.defined() || t.layout() != at::kStrided || !t.device().is_cpu() || t.is_quantized())
-      return false;
+    if (!t.defined() || t.layout() != at::kStrided || t.is_quantized()) return false;
     const ovf_dtype dtype = to_ovf_dtype(t.scalar_type());
     if (dtype == OVF_DTYPE_UNKNOWN || !t.has_storage()) return false;
     // Fake tensors (Dynamo tracing), tensor subclasses that dispatch to Python
     // and functionalization wrappers stand for values they do not hold: their
     // memory is not read (it is on the meta device, or elsewhere).
     if (t.unsafeGetTensorImpl()->is_python_dispatch() ||
-        at::functionalization::impl::isFunctionalTensor(t) || !t.storage().device().is_cpu()) {
+        at::functionalization::impl::isFunctionalTensor(t) || t.device().is_meta() ||
+        t.storage().device() != t.device()) {
       return false;
     }
     view->data = t.numel() == 0 ? nullptr : t.data_ptr();
@@ -66,10 +67,16 @@ bool readable_view(const at::Tensor& t, TensorView* view) {
   }
 }
 
+bool readable_view(const at::Tensor& t, TensorView* view) {
+  return t.defined() && t.device().is_cpu() && device_view(t, view);
+}
+
 void add_tensor_line(FrameBuilder& frame, ovf_record_kind kind, uint32_t label,
                      const at::Tensor& t) {
   TensorView view;
-  if (readable_view(t, &view)) {
+  if (uses_device_engine(t)) {
+    add_device_line(frame, kind, label, t);
+  } else if (readable_view(t, &view)) {
     frame.add_tensor(kind, label, view, device_of(t));
   } else {
     frame.add_value(kind, label, OVF_FLAG_NO_DATA);
@@ -79,12 +86,23 @@ void add_tensor_line(FrameBuilder& frame, ovf_record_kind kind, uint32_t label,
 ovf_record tensor_line(ovf_record_kind kind, uint32_t label_id, const at::Tensor& t,
                        uint32_t flags) {
   TensorView view;
-  if (!readable_view(t, &view)) return make_value_line(kind, label_id, flags | OVF_FLAG_NO_DATA);
-  return make_line(kind, label_id, compute_stats_cpu(view), view.dtype, device_of(t), flags);
+  Stats stats;
+  if (uses_device_engine(t)) {
+    if (!device_view(t, &view) || !(stats = device_stats_now(t, view.dtype)).has_stats)
+      return make_value_line(kind, label_id, flags | OVF_FLAG_NO_DATA);
+  } else if (readable_view(t, &view)) {
+    stats = compute_stats_cpu(view);
+  } else {
+    return make_value_line(kind, label_id, flags | OVF_FLAG_NO_DATA);
+  }
+  return make_line(kind, label_id, stats, view.dtype, device_of(t), flags);
 }
 
 bool tensor_nonfinite(const at::Tensor& t) {
   TensorView view;
+  if (uses_device_engine(t)) {
+    return device_view(t, &view) && device_stats_now(t, view.dtype).nonfinite();
+  }
   return readable_view(t, &view) && compute_stats_cpu(view).nonfinite();
 }
 

@@ -14,12 +14,16 @@ namespace ovf {
 ovf_dtype to_ovf_dtype(at::ScalarType type);
 DeviceId device_of(const at::Tensor& tensor);
 
-// Fills `view` for a tensor whose memory this process can read on the CPU
-// (strided, not quantized, with storage). Never throws.
+// Fills `view` for a tensor with real memory of a dtype ovf reads (strided,
+// not quantized, with storage, no fake or functional wrapper), on any
+// device: `data` is then a device address. Never throws.
+bool device_view(const at::Tensor& tensor, TensorView* view);
+// The same, for a tensor whose memory this process can read on the CPU.
 bool readable_view(const at::Tensor& tensor, TensorView* view);
 
 // A tensor's statistics as a line of `kind` (make_line), or a "no data" line
-// when its memory cannot be read here.
+// when its memory cannot be read. A device tensor's come from the device
+// engine, waited for (one synchronisation: ops, gradients, steps, checkpoints).
 ovf_record tensor_line(ovf_record_kind kind, uint32_t label_id, const at::Tensor& tensor,
                        uint32_t flags = 0);
 

@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 
 #include "frame_builder.h"
@@ -29,7 +30,12 @@ class WeightCache {
     DeviceId device;
     ovf_dtype headroom_against = OVF_DTYPE_UNKNOWN;  // what `underflow` was counted against
     uint64_t underflow = 0;
+    // A device parameter's statistics on their way (device_engine.h): read
+    // into `stats` once they arrived, while the version still matches.
+    std::shared_ptr<DeviceStatsBatch> batch;
+    int index = -1;
   };
+  void add_device_line(FrameBuilder& frame, uint32_t label_id, const at::Tensor& param);
   std::unordered_map<uint32_t, Entry> entries_;  // by label id
 };
 

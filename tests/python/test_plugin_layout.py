@@ -172,6 +172,8 @@ PYTHON_NAME = [  # (C prefix, module, Python prefix)
     ("OVF_FLAG_", layout, "FLAG_"),
     ("OVF_STOP_", layout, "STOP_"),
     ("OVF_OBSERVE_", layout, "OBSERVE_"),
+    ("OVF_DEVICE_MODE_", layout, "DEVICE_MODE_"),
+    ("OVF_BACKEND_", layout, "BACKEND_"),
     ("OVF_SNAP_USER", snapshot, "FLAG_USER"),
     ("OVF_SNAP_", snapshot, "LOCAL_"),
 ]

@@ -6,7 +6,7 @@ armed for the next `run`.
 
 import datetime
 
-from ovf_ring import layout
+from ovf_ring import device, layout
 from ovf_ring.errors import OvfError
 from ovf_ring.event import describe_seq, last_event
 from ovf_ring.identity import process_text
@@ -69,6 +69,7 @@ def _ring_lines(ring):
         + (", trace batches " + ",".join(map(str, c.traced)) if c.traced else "")
         + (f", abort after batch {c.abort_after_batch}" if c.abort_after_batch >= 0 else ""),
     ]
+    out += device.status_lines(h)
     out.append("first non-finite: " + describe_seq(ring, h.first_nonfinite_seq))
     event = last_event(ring)
     if event is not None:

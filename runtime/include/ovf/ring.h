@@ -26,7 +26,7 @@ extern "C" {
 // "OVF-RING" read as a little-endian u64. Written at start-up, not stored in
 // .rodata as a string, so a memory scan for it finds the live state first.
 #define OVF_MAGIC 0x474e49522d46564fULL
-#define OVF_LAYOUT_VERSION 2u
+#define OVF_LAYOUT_VERSION 3u
 #define OVF_HEADER_SIZE 1024u
 #define OVF_RECORD_SIZE 192u
 #define OVF_CONTROL_OFFSET 256u
@@ -94,6 +94,10 @@ enum ovf_record_flags {
   // OP_OUTPUT: the NaN/Inf came from a constant argument (a scalar, a 0-dim
   // tensor: masked_fill(mask, -inf), isfinite's inf): deliberate, not an error.
   OVF_FLAG_CONSTANT = 1u << 11,
+  // Line: a device computes its statistics and they have not arrived yet (fast
+  // device mode); the stats fields are zero until the runtime rewrites the record.
+  // FRAME: it holds such a line, so no event was judged for it yet.
+  OVF_FLAG_PENDING = 1u << 12,
 };
 
 // One record: a frame header or one tensor line. `seq` is written last (release)
@@ -163,6 +167,21 @@ enum ovf_on_event {
   OVF_ON_EVENT_ABORT = 2,     // report, then abort() so the kernel writes a core
   OVF_ON_EVENT_WAIT = 3,      // report, print attach commands, wait for a debugger
   OVF_ON_EVENT_CONTINUE = 4,  // a debugger handles events: just call the stop hook
+};
+
+// How device tensors' statistics reach the host (header device_mode).
+enum ovf_device_mode {
+  OVF_DEVICE_MODE_NONE = 0,   // no session yet
+  OVF_DEVICE_MODE_FAST = 1,   // no host sync in the hook: a frame is judged when its
+                              // statistics arrive (next hook, at the latest the next batch)
+  OVF_DEVICE_MODE_EXACT = 2,  // one sync per frame: the stop is inside the frame
+};
+
+// Which device backends computed statistics (header device_backends).
+enum ovf_device_backend_bits {
+  OVF_BACKEND_PORTABLE = 1u << 0,       // ATen ops on the tensor's device
+  OVF_BACKEND_CUDA = 1u << 1,           // ovf's fused CUDA kernels
+  OVF_BACKEND_CUDA_REJECTED = 1u << 2,  // the first-use self-check disagreed: portable from then on
 };
 
 typedef struct ovf_control {
@@ -281,7 +300,15 @@ typedef struct ovf_state_t {
                           //      to CONTINUE is gone (detached or killed)
   uint64_t snapshot_addr;  // 160  ovf_snapshot: the Python stack and locals at the latest
                            //      event (0: none taken)
-  uint8_t reserved0[OVF_CONTROL_OFFSET - 168];
+  // Layout 3: statistics computed on the tensor's device (all zero when no
+  // device tensor was seen, and in layouts 1 and 2).
+  uint32_t device_mode;      // 168  enum ovf_device_mode of the session
+  uint32_t device_backends;  // 172  enum ovf_device_backend_bits: the backends that ran
+  uint32_t pending_frames;   // 176  frames whose device statistics have not arrived
+  uint32_t last_event_late;  // 180  1: the latest event was judged after its frame had
+                             //      returned (fast mode): the stack is where the process
+                             //      was when the statistics arrived, not the frame's
+  uint8_t reserved0[OVF_CONTROL_OFFSET - 184];
   ovf_control control;  // 256
   uint8_t reserved1[OVF_HEADER_SIZE - OVF_CONTROL_OFFSET - OVF_CONTROL_SIZE];
 } ovf_state_t;
@@ -382,6 +409,10 @@ static_assert(offsetof(ovf_state_t, start_time_ns) == 144, "layout");
 static_assert(offsetof(ovf_state_t, root_class_id) == 152, "layout");
 static_assert(offsetof(ovf_state_t, own_on_event) == 156, "layout");
 static_assert(offsetof(ovf_state_t, snapshot_addr) == 160, "layout");
+static_assert(offsetof(ovf_state_t, device_mode) == 168, "layout");
+static_assert(offsetof(ovf_state_t, device_backends) == 172, "layout");
+static_assert(offsetof(ovf_state_t, pending_frames) == 176, "layout");
+static_assert(offsetof(ovf_state_t, last_event_late) == 180, "layout");
 static_assert(offsetof(ovf_state_t, control) == OVF_CONTROL_OFFSET, "layout");
 #endif
 

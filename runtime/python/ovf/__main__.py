@@ -19,6 +19,7 @@ OPTION_OF = {
     "OVF_HEADROOM": "--headroom",
     "OVF_RING_CAPACITY": "--ring-capacity",
     "OVF_WAIT_TIMEOUT": "--wait-timeout",
+    "OVF_DEVICE_MODE": "--device-mode",
 }
 
 
@@ -62,6 +63,16 @@ def _parser():
         default=None,
         metavar="S",
         help="with --on-nan wait: go on after S seconds without a debugger (default: wait)",
+    )
+    p.add_argument(
+        "--device-mode",
+        choices=sorted(_options.DEVICE_MODES),
+        default=None,
+        help=(
+            "GPU tensors: fast (default; no sync in the hooks, the stop comes at most one "
+            "batch late and names the exact frame) or exact (one sync per frame, the stop "
+            "is inside the frame)"
+        ),
     )
     p.add_argument(
         "--ops",
@@ -116,6 +127,8 @@ def main(argv=None):
         env["OVF_RING_CAPACITY"] = str(args.ring_capacity)
     if args.wait_timeout is not None:
         env["OVF_WAIT_TIMEOUT"] = repr(args.wait_timeout)
+    if args.device_mode is not None:
+        env["OVF_DEVICE_MODE"] = args.device_mode
     try:
         _options.from_environment({**os.environ, **env})
     except _options.OptionError as e:

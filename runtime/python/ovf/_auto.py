@@ -66,6 +66,7 @@ def enable(
     observe=0,
     headroom=None,
     wait_timeout=0.0,
+    device_mode="fast",
 ):
     """Turns detection on for every model this process runs. Idempotent.
 
@@ -76,11 +77,14 @@ def enable(
     headroom: "fp16", "bf16", "fp8_e4m3" or "fp8_e5m2": every line also counts
     its values below that dtype's smallest normal (ovf frames --headroom).
     wait_timeout: wait mode goes on after this many seconds without a debugger.
+    device_mode: "fast" or "exact", how device tensors' statistics are waited for
+    (_options.device_mode_code).
 
     Every option is checked before anything is switched on: a refused one
     leaves the process as it was."""
     global _enabled
     on_event = _options.on_event_code(on_nan)
+    device = _options.device_mode_code(device_mode)
     frames = _options.max_frames(max_frames_to_save)
     trace = _options.batch_list(trace_batch_nums)
     abort_after = _options.optional_batch(abort_after_batch_num)
@@ -108,7 +112,7 @@ def enable(
         _register_global_forward_hook()
         _optimizer.install()
         _enabled = True
-    _ovf.start_session(frames, trace, abort_after, on_event)
+    _ovf.start_session(frames, trace, abort_after, on_event, device)
     _ovf.set_control(stop_mask=mask if stop_mask is None else stop_mask, **control)
     _ovf.set_wait_timeout(wait_timeout)
     _ovf.sync_op_observer()
@@ -139,4 +143,5 @@ def enable_from_environment():
         observe=opts["observe"],
         headroom=opts["headroom"],
         wait_timeout=opts["wait_timeout"],
+        device_mode=opts["device_mode"],
     )

@@ -35,6 +35,12 @@ class DebugUnderflowOverflow:
             wrote the NaN, named by parameter path; without one the next forward
             reports it, as in the reference. "state": the optimizer's state tensors
             (Adam's exp_avg, exp_avg_sq) too.
+        device_mode: how the statistics of tensors on a device (a GPU) reach the
+            host: "fast" (default: no synchronisation in the hooks; a frame is
+            judged when its statistics arrive, at a later hook and at the latest
+            at the end of the next batch's forward, and the report still names
+            the frame that went non-finite first) or "exact" (one synchronisation
+            per frame: the stop is inside the frame).
     """
 
     def __init__(
@@ -48,6 +54,7 @@ class DebugUnderflowOverflow:
         ops=False,
         backward=False,
         optimizers=False,
+        device_mode="fast",
     ):
         global _active
         if not isinstance(model, torch.nn.Module):
@@ -61,6 +68,7 @@ class DebugUnderflowOverflow:
         self.abort_after_batch_num = abort_after_batch_num
         abort_after = _options.optional_batch(abort_after_batch_num)
         on_event = _options.on_event_code(on_nan)
+        device = _options.device_mode_code(device_mode)
         if optimizers not in (False, True, "state"):
             raise _options.OptionError(
                 f"ovf: optimizers must be False, True or 'state'; got {optimizers!r}"
@@ -108,7 +116,9 @@ class DebugUnderflowOverflow:
             from . import _optimizer
 
             _optimizer.install()
-        _ovf.start_session(self.max_frames_to_save, self.trace_batch_nums, abort_after, on_event)
+        _ovf.start_session(
+            self.max_frames_to_save, self.trace_batch_nums, abort_after, on_event, device
+        )
         _ovf.set_control(observe=observe)
         _ovf.sync_op_observer()
         _active = self
@@ -147,6 +157,7 @@ class DebugUnderflowOverflow:
         elif _active is self:
             _ovf.set_control(observe=0)
             _ovf.sync_op_observer()
+            _ovf.flush_device_frames()  # frames whose device statistics are on their way
             _ovf.stop_session()
             _ovf.clear_modules()
             _active = None

@@ -5,6 +5,7 @@ torch >= 2.0 hands keyword arguments to forward hooks registered with
 with a shim that records ``(module, kwargs)`` on a stack the C++ hook reads.
 """
 
+import atexit
 import sys
 
 import torch
@@ -73,6 +74,9 @@ def hooks_installed():
     global _deepened
     if not _deepened:
         sys.setrecursionlimit(sys.getrecursionlimit() * 3 // 2)
+        # Frames whose device statistics are still on their way when the program
+        # ends are judged before it does (fast device mode): nothing is left unread.
+        atexit.register(_ovf.flush_device_frames)
         _deepened = True
 
 

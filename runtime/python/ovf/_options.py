@@ -16,6 +16,18 @@ class OptionError(ValueError):
     """A bad option value; the message names the option and what it accepts."""
 
 
+DEVICE_MODES = dict(_ovf.DEVICE_MODES)  # fast, exact (ring.h, enum ovf_device_mode)
+
+
+def device_mode_code(value, where="device_mode"):
+    """How device tensors' statistics are waited for: "fast" (no sync in the hook; a
+    frame is judged when its statistics arrive, at the latest one batch later) or
+    "exact" (one sync per frame: the stop is inside the frame)."""
+    if value not in DEVICE_MODES:
+        raise OptionError(f"ovf: {where} must be fast or exact; got {value!r}")
+    return DEVICE_MODES[value]
+
+
 def on_event_code(value, where="on_nan"):
     if value not in ON_EVENT_CHOICES:
         raise OptionError(
@@ -137,8 +149,10 @@ def from_environment(environ=None):
         "observe": 0,
         "ring_capacity": None,
         "wait_timeout": 0.0,
+        "device_mode": env.get("OVF_DEVICE_MODE", "") or "fast",
     }
     on_event_code(opts["on_nan"], "OVF_ON_NAN")
+    device_mode_code(opts["device_mode"], "OVF_DEVICE_MODE")
     max_frames(opts["max_frames_to_save"], "OVF_MAX_FRAMES")
     trace = env.get("OVF_TRACE_BATCHES", "").strip()
     if trace:

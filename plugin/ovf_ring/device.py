@@ -1,0 +1,54 @@
+"""What the header says of device statistics (layout 3): the mode, the backends
+that ran, frames still pending, and whether the latest event was judged late.
+One wording for `ovf status`, the stop summary and ovf.postmortem."""
+
+from . import layout
+
+# Flips once ovf's GPU tests and benchmarks have passed on a GPU (bench/results/
+# names the device). Until then every reader says so where the CUDA backend ran.
+CUDA_BACKEND_RUN_ON_A_GPU = False
+CUDA_NOT_RUN = (
+    "the CUDA backend has not been run on a GPU by ovf's own tests yet (none was available "
+    "where it was built); its first-use self-check compares it with the portable backend"
+)
+
+
+def status_lines(header):
+    """`ovf status`'s device lines (none before layout 3 or before a session)."""
+    if header.layout_version < 3 or header.device_mode == layout.DEVICE_MODE_NONE:
+        return []
+    mode = layout.DEVICE_MODE_NAMES.get(header.device_mode, f"unknown ({header.device_mode})")
+    used = header.device_backends
+    backends = [
+        name
+        for bit, name in (
+            (layout.BACKEND_CUDA, "CUDA kernels"),
+            (layout.BACKEND_PORTABLE, "portable (ATen ops on the device)"),
+        )
+        if used & bit
+    ]
+    line = f"device statistics: {mode} mode; " + (
+        "backends used: " + ", ".join(backends) if backends else "no device tensor seen"
+    )
+    if header.pending_frames:
+        line += f"; {header.pending_frames} frame(s) waiting for their statistics"
+    out = [line]
+    if used & layout.BACKEND_CUDA_REJECTED:
+        out.append(
+            "device statistics: the CUDA backend disagreed with the portable one on its first "
+            "frame (self-check) and was switched off"
+        )
+    if used & layout.BACKEND_CUDA and not CUDA_BACKEND_RUN_ON_A_GPU:
+        out.append(f"device statistics: {CUDA_NOT_RUN}")
+    return out
+
+
+def late_note(header):
+    """The stop summary's line for an event judged after its frame returned."""
+    if header.layout_version < 3 or not header.last_event_late:
+        return None
+    return (
+        "fast device mode: this frame's statistics arrived after its forward had returned, "
+        "so the process stopped at a later hook (`ovf py-bt` shows where it was then); "
+        "--device-mode exact (OVF_DEVICE_MODE=exact) stops inside the frame"
+    )

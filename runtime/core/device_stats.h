@@ -1,0 +1,52 @@
+// Statistics a device computes after the hook that asked for them returned.
+// The torch layer makes one batch per frame (the frame's tensors that live on
+// a device); the core submits it when the frame is finished and, in fast device
+// mode, judges the frame only once the batch says its results arrived.
+#ifndef OVF_DEVICE_STATS_H
+#define OVF_DEVICE_STATS_H
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "ovf/ring.h"
+#include "stats.h"
+
+namespace ovf {
+
+class DeviceStatsBatch {
+ public:
+  virtual ~DeviceStatsBatch() = default;
+  // Every tensor was added: start the device's work. Never waits for it.
+  virtual void submit() = 0;
+  // Whether the results arrived. Never blocks.
+  virtual bool ready() = 0;
+  // Blocks until they did (one host synchronisation).
+  virtual void wait() = 0;
+  // Tensor `index`'s statistics once ready() or wait() said so; has_stats is
+  // false where the device failed (the line then reads "no data").
+  virtual Stats result(int index) = 0;
+  // Its finite non-zero values below the headroom dtype's smallest normal.
+  virtual uint64_t underflow(int index) = 0;
+};
+
+// A frame's lines whose statistics a batch will deliver: which record, which
+// result.
+struct PendingLines {
+  std::shared_ptr<DeviceStatsBatch> batch;
+  std::vector<std::pair<uint32_t, int>> lines;  // (record index in the frame, result index)
+
+  bool empty() const { return lines.empty(); }
+  void clear() {
+    batch.reset();
+    lines.clear();
+  }
+  // Writes the arrived statistics into `records` (records[0] is the FRAME),
+  // as make_line would have, and clears the PENDING flags.
+  void fill(ovf_record* records) const;
+};
+
+}  // namespace ovf
+
+#endif  // OVF_DEVICE_STATS_H

@@ -1,0 +1,135 @@
+#include "cuda_backend.h"
+
+#include <array>
+#include <cstdio>
+#include <mutex>
+#include <vector>
+
+#include "ring_writer.h"
+
+#ifdef OVF_HAVE_CUDA_GLUE
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "frame_stats.h"
+#include "torch_tensor.h"
+#endif
+
+namespace ovf {
+namespace {
+
+enum class Verdict { kUnchecked, kAgreed, kRejected };
+constexpr int kMaxDevices = 64;
+std::mutex g_verdict_mutex;
+std::array<Verdict, kMaxDevices> g_verdicts{};  // kUnchecked
+
+bool known_device(int index) { return index >= 0 && index < kMaxDevices; }
+
+Verdict verdict(int index) {
+  if (!known_device(index)) return Verdict::kRejected;
+  std::lock_guard<std::mutex> lock(g_verdict_mutex);
+  return g_verdicts[index];
+}
+
+#ifdef OVF_HAVE_CUDA_GLUE
+// FrameStats keep pinned and device buffers: reused, one per frame in flight.
+class FrameStatsPool {
+ public:
+  std::unique_ptr<cuda::FrameStats> take(int device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& free = free_[device];
+    if (free.empty()) return std::make_unique<cuda::FrameStats>();
+    auto stats = std::move(free.back());
+    free.pop_back();
+    return stats;
+  }
+  void give_back(int device, std::unique_ptr<cuda::FrameStats> stats) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_[device].push_back(std::move(stats));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::array<std::vector<std::unique_ptr<cuda::FrameStats>>, kMaxDevices> free_;
+};
+
+FrameStatsPool& pool() {
+  static auto* p = new FrameStatsPool();  // never destroyed: batches may end during exit
+  return *p;
+}
+
+class CudaGroup : public DeviceGroupBackend {
+ public:
+  explicit CudaGroup(int device) : device_(device), stats_(pool().take(device)) { stats_->clear(); }
+  ~CudaGroup() override {
+    if (submitted_) stats_->wait();  // its buffers go back to the pool only when idle
+    pool().give_back(device_, std::move(stats_));
+  }
+
+  bool add(const at::Tensor& t, ovf_dtype dtype) override {
+    if (dtype == OVF_DTYPE_COMPLEX64 || dtype == OVF_DTYPE_COMPLEX128) return false;
+    TensorView view;
+    if (!device_view(t, &view)) return false;
+    return stats_->add(view) >= 0;
+  }
+  void submit() override {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device_).stream();
+    submitted_ = stats_->enqueue(stream) == cudaSuccess;
+  }
+  bool ready() override { return !submitted_ || stats_->ready(); }
+  void wait() override {
+    if (submitted_) stats_->wait();
+  }
+  Stats result(int index) override {
+    return submitted_ ? stats_->result(index) : Stats{};  // has_stats false: "no data"
+  }
+
+ private:
+  int device_;
+  std::unique_ptr<cuda::FrameStats> stats_;
+  bool submitted_ = false;
+};
+#endif
+
+}  // namespace
+
+bool cuda_backend_built() {
+#ifdef OVF_HAVE_CUDA_GLUE
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::unique_ptr<DeviceGroupBackend> make_cuda_group(int index) {
+#ifdef OVF_HAVE_CUDA_GLUE
+  if (verdict(index) == Verdict::kRejected) return nullptr;
+  __atomic_or_fetch(&ovf_state.device_backends, uint32_t{OVF_BACKEND_CUDA}, __ATOMIC_RELAXED);
+  return std::make_unique<CudaGroup>(index);
+#else
+  (void)index;
+  return nullptr;
+#endif
+}
+
+bool cuda_needs_check(int index) { return verdict(index) == Verdict::kUnchecked; }
+
+void cuda_record_check(int index, bool agreed) {
+  if (!known_device(index)) return;
+  {
+    std::lock_guard<std::mutex> lock(g_verdict_mutex);
+    if (g_verdicts[index] != Verdict::kUnchecked) return;
+    g_verdicts[index] = agreed ? Verdict::kAgreed : Verdict::kRejected;
+  }
+  if (!agreed) {
+    __atomic_or_fetch(&ovf_state.device_backends, uint32_t{OVF_BACKEND_CUDA_REJECTED},
+                      __ATOMIC_RELAXED);
+    std::fprintf(stderr,
+                 "ovf: warning: the CUDA statistics backend disagreed with the portable one on "
+                 "cuda:%d's first frame; ovf uses the portable backend there from now on\n",
+                 index);
+  }
+}
+
+}  // namespace ovf

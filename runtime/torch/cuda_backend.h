@@ -1,0 +1,31 @@
+// The torch side of the CUDA statistics backend (runtime/cuda): CUDA tensors
+// as raw views, the current stream, a pool of FrameStats per device, and the
+// first-use self-check's verdict per device. Built into libovf_torch only
+// against a CUDA LibTorch with the kernels built (OVF_HAVE_CUDA_GLUE); elsewhere
+// make_cuda_group() returns null and every device tensor takes the portable
+// backend.
+#ifndef OVF_CUDA_BACKEND_H
+#define OVF_CUDA_BACKEND_H
+
+#include <memory>
+
+#include "device_batch.h"
+
+namespace ovf {
+
+// Whether this build holds the CUDA backend.
+bool cuda_backend_built();
+
+// A batch's group for CUDA device `index` (null: not built, or the
+// self-check rejected it on that device).
+std::unique_ptr<DeviceGroupBackend> make_cuda_group(int index);
+
+// The self-check (device_batch.cpp runs it): whether device `index` has not
+// been judged yet, and the verdict on its first frame. A rejection warns once
+// and holds for the process.
+bool cuda_needs_check(int index);
+void cuda_record_check(int index, bool agreed);
+
+}  // namespace ovf
+
+#endif  // OVF_CUDA_BACKEND_H

@@ -1,0 +1,206 @@
+#include "device_batch.h"
+
+#include <ATen/ATen.h>
+#include <ATen/record_function.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <torch/version.h>
+
+#include "cuda_backend.h"
+#include "portable_stats.h"
+
+namespace ovf {
+namespace {
+
+// ovf's own ops must be invisible: to the op observer (it would observe them),
+// to autograd and autocast, and to Python dispatch modes (a TorchDispatchMode
+// in the user's program would see where(finite, |x|, inf) make an inf).
+struct OwnOpsGuard {
+  at::NoGradGuard no_grad;
+  at::DisableRecordFunctionGuard no_observer;
+  c10::impl::ExcludeDispatchKeyGuard no_autocast{c10::autocast_dispatch_keyset};
+  c10::impl::ExcludeDispatchKeyGuard no_python{
+      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot})};
+};
+
+Stats failed(uint64_t numel) {
+  Stats s;  // has_stats false: the line reads "no data"
+  s.numel = numel;
+  return s;
+}
+
+}  // namespace
+
+TensorStatsBatch::~TensorStatsBatch() {
+  // Copies may still write into host_rows: wait before they are freed (the
+  // caching allocators keep device memory alive for the stream anyway).
+  if (submitted_ && !arrived_) {
+    try {
+      wait();
+    } catch (...) {
+    }
+  }
+}
+
+int TensorStatsBatch::add(const at::Tensor& t, ovf_dtype dtype) {
+  entries_.push_back({t, dtype, static_cast<uint64_t>(t.numel())});
+  return static_cast<int>(entries_.size()) - 1;
+}
+
+void TensorStatsBatch::submit() {
+  if (submitted_) return;
+  submitted_ = true;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    Entry& e = entries_[i];
+    if (e.numel == 0) continue;  // no work: empty_stats()
+    const at::Device device = e.tensor.device();
+    size_t g = 0;
+    while (g < groups_.size() && groups_[g].device != device) ++g;
+    if (g == groups_.size()) {
+      groups_.emplace_back();
+      groups_.back().device = device;
+      if (device.is_cuda() && headroom_ == OVF_DTYPE_UNKNOWN) {
+        groups_.back().cuda = make_cuda_group(device.index());  // null where not built
+      }
+    }
+    e.group = static_cast<int>(g);
+    groups_[g].entries.push_back(static_cast<int>(i));
+  }
+  OwnOpsGuard guard;
+  for (Group& group : groups_) submit_group(group);
+  for (Entry& e : entries_) e.tensor = at::Tensor();  // the work holds what it needs
+}
+
+void TensorStatsBatch::submit_group(Group& group) {
+  try {
+    // The CUDA backend takes what it can read; the rest (and, while the
+    // backend is on trial, everything again) goes through the portable ops.
+    group.trial = group.cuda && cuda_needs_check(group.device.index());
+    const bool trial = group.trial;
+    std::vector<at::Tensor> rows;
+    for (int i : group.entries) {
+      Entry& e = entries_[i];
+      if (group.cuda && group.cuda->add(e.tensor, e.dtype)) {
+        e.on_cuda_backend = true;
+        e.position = static_cast<int>(group.cuda_entries.size());
+        group.cuda_entries.push_back(i);
+        if (!trial) continue;
+      }
+      if (!e.on_cuda_backend) e.position = static_cast<int>(rows.size());
+      rows.push_back(portable_stats_row(e.tensor, e.dtype, headroom_));
+    }
+    if (group.cuda && !group.cuda_entries.empty()) group.cuda->submit();
+    if (!rows.empty()) {
+      __atomic_or_fetch(&ovf_state.device_backends, uint32_t{OVF_BACKEND_PORTABLE},
+                        __ATOMIC_RELAXED);
+      const at::Tensor device_rows = at::stack(rows);
+      group.host_rows =
+          at::empty(device_rows.sizes(),
+                    at::TensorOptions().dtype(at::kDouble).pinned_memory(group.device.is_cuda()));
+      group.host_rows.copy_(device_rows, /*non_blocking=*/!group.device.is_cpu());
+    }
+    if (!group.device.is_cpu()) {
+      c10::impl::VirtualGuardImpl impl(group.device.type());
+      group.stream = impl.getStream(group.device);
+      group.done.emplace(group.device.type());
+      group.done->record(group.stream);
+    }
+  } catch (const std::exception&) {
+    // Out of device memory, a device error: these lines read "no data".
+    group.host_rows = at::Tensor();
+    group.cuda.reset();
+    group.cuda_entries.clear();
+    group.done.reset();
+    for (int i : group.entries) entries_[i].group = -1;
+  }
+}
+
+void TensorStatsBatch::synchronize(Group& group) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+  group.done->synchronize();  // this frame's work only
+#else
+  // torch < 2.2 cannot wait for one event: the stream's work so far.
+  c10::impl::VirtualGuardImpl(group.device.type()).synchronizeStream(group.stream);
+#endif
+}
+
+bool TensorStatsBatch::ready() {
+  if (arrived_) return true;
+  if (!submitted_) return false;
+  if (late_polls_ > 0) {
+    --late_polls_;
+    return false;
+  }
+  for (Group& group : groups_) {
+    if (group.done && !group.done->query()) return false;
+    if (group.cuda && !group.cuda_entries.empty() && !group.cuda->ready()) return false;
+  }
+  finish();
+  return true;
+}
+
+void TensorStatsBatch::wait() {
+  if (arrived_ || !submitted_) return;
+  for (Group& group : groups_) {
+    if (group.done) synchronize(group);
+    if (group.cuda && !group.cuda_entries.empty()) group.cuda->wait();
+  }
+  finish();
+}
+
+void TensorStatsBatch::finish() {
+  arrived_ = true;
+  for (Group& group : groups_) {
+    if (!group.trial || !group.cuda || group.cuda_entries.empty()) continue;
+    // The self-check: on a device's first frame both backends computed every
+    // tensor the CUDA backend took; any difference rejects it for good.
+    bool same = true;
+    int row = 0;
+    for (int i : group.entries) {
+      const Entry& e = entries_[i];
+      if (!e.on_cuda_backend) {
+        ++row;
+        continue;
+      }
+      const Stats portable =
+          stats_from_row(group.host_rows[row++].contiguous().data_ptr<double>(), e.numel);
+      same = same && same_stats(group.cuda->result(e.position), portable);
+    }
+    cuda_record_check(group.device.index(), same);
+    if (!same) {
+      // This frame's numbers come from the portable rows, as every later frame's.
+      row = 0;
+      for (int i : group.entries) {
+        Entry& e = entries_[i];
+        e.on_cuda_backend = false;
+        e.position = row++;
+      }
+      group.cuda.reset();
+    }
+  }
+}
+
+Stats TensorStatsBatch::result(int index) {
+  if (index < 0 || index >= static_cast<int>(entries_.size())) return Stats{};
+  const Entry& e = entries_[index];
+  if (e.numel == 0) return empty_stats();
+  if (!arrived_ || e.group < 0) return failed(e.numel);
+  Group& group = groups_[e.group];
+  if (e.on_cuda_backend) return group.cuda ? group.cuda->result(e.position) : failed(e.numel);
+  if (!group.host_rows.defined()) return failed(e.numel);
+  const double* rows = group.host_rows.data_ptr<double>();
+  return stats_from_row(rows + static_cast<size_t>(e.position) * kPortableColumns, e.numel);
+}
+
+uint64_t TensorStatsBatch::underflow(int index) {
+  if (index < 0 || index >= static_cast<int>(entries_.size())) return 0;
+  const Entry& e = entries_[index];
+  if (e.numel == 0 || !arrived_ || e.group < 0 || e.on_cuda_backend) return 0;
+  const Group& group = groups_[e.group];
+  if (!group.host_rows.defined()) return 0;
+  const double* rows = group.host_rows.data_ptr<double>();
+  return static_cast<uint64_t>(
+      rows[static_cast<size_t>(e.position) * kPortableColumns + kUnderflowCount]);
+}
+
+}  // namespace ovf

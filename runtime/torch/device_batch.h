@@ -1,0 +1,87 @@
+// One frame's tensors whose statistics are computed on their own devices
+// (device_stats.h's DeviceStatsBatch for torch tensors). The tensors are
+// grouped by device at submit(); each group runs on one backend:
+//   - CUDA (cuda_backend.h), where it was built, for CUDA tensors;
+//   - portable (portable_stats.h) everywhere else, and for CUDA where the
+//     first-use self-check rejected the CUDA backend.
+// Each group copies its results to host memory (pinned for CUDA) with one
+// asynchronous copy and records a device event; ready() queries the events,
+// wait() synchronises on them.
+#ifndef OVF_DEVICE_BATCH_H
+#define OVF_DEVICE_BATCH_H
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Event.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "device_stats.h"
+
+namespace ovf {
+
+// The CUDA backend's part of a batch (cuda_backend.cpp builds it; absent
+// where it was not built).
+class DeviceGroupBackend {
+ public:
+  virtual ~DeviceGroupBackend() = default;
+  // Returns false to leave this tensor to the portable backend.
+  virtual bool add(const at::Tensor& tensor, ovf_dtype dtype) = 0;
+  virtual void submit() = 0;
+  virtual bool ready() = 0;
+  virtual void wait() = 0;
+  virtual Stats result(int index) = 0;  // in the order add() accepted them
+};
+
+class TensorStatsBatch : public DeviceStatsBatch {
+ public:
+  // `late_polls`: ready() says no this many times before it asks the device
+  // (OVF_TEST_DEFER: tests make statistics arrive late on purpose).
+  explicit TensorStatsBatch(ovf_dtype headroom, int late_polls = 0)
+      : headroom_(headroom), late_polls_(late_polls) {}
+  ~TensorStatsBatch() override;
+
+  // The tensor's result index. The tensor is kept until submit().
+  int add(const at::Tensor& tensor, ovf_dtype dtype);
+
+  void submit() override;
+  bool ready() override;
+  void wait() override;
+  Stats result(int index) override;
+  uint64_t underflow(int index) override;
+
+ private:
+  struct Entry {
+    at::Tensor tensor;  // until submit()
+    ovf_dtype dtype;
+    uint64_t numel;
+    int group = -1;     // the group that computes it
+    int position = -1;  // its index inside the group's results
+    bool on_cuda_backend = false;
+  };
+  struct Group {
+    at::Device device{at::kCPU};
+    std::vector<int> entries;
+    at::Tensor host_rows;  // [n, kPortableColumns] float64, pinned for CUDA
+    std::optional<c10::Event> done;
+    c10::Stream stream{c10::Stream::DEFAULT, at::Device(at::kCPU)};
+    std::unique_ptr<DeviceGroupBackend> cuda;  // null: portable only
+    bool trial = false;                        // the device's first frame: both backends, compared
+    std::vector<int> cuda_entries;
+  };
+  void submit_group(Group& group);
+  void synchronize(Group& group);
+  void finish();  // once ready or waited: the self-check, the tensors let go
+
+  ovf_dtype headroom_;
+  int late_polls_;
+  std::vector<Entry> entries_;
+  std::vector<Group> groups_;
+  bool submitted_ = false;
+  bool arrived_ = false;
+};
+
+}  // namespace ovf
+
+#endif  // OVF_DEVICE_BATCH_H

@@ -1,0 +1,64 @@
+#include "device_engine.h"
+
+#include <cstdlib>
+
+#include "device_batch.h"
+#include "torch_tensor.h"
+
+namespace ovf {
+namespace {
+
+// OVF_TEST_DEFER=N: -1 when unset (tests only; see device_engine.h).
+int test_defer_polls() {
+  static const int polls = [] {
+    const char* text = std::getenv("OVF_TEST_DEFER");
+    if (text == nullptr || *text == '\0') return -1;
+    char* end = nullptr;
+    const long n = std::strtol(text, &end, 10);
+    return *end == '\0' && n >= 0 && n <= 1000000 ? static_cast<int>(n) : -1;
+  }();
+  return polls;
+}
+
+}  // namespace
+
+bool uses_device_engine(const at::Tensor& t) {
+  if (!t.defined()) return false;
+  return !t.device().is_cpu() || test_defer_polls() >= 0;
+}
+
+std::shared_ptr<DeviceStatsBatch> frame_batch(FrameBuilder& frame) {
+  PendingLines& pending = frame.pending();
+  if (!pending.batch) {
+    pending.batch =
+        std::make_shared<TensorStatsBatch>(headroom_dtype(), std::max(test_defer_polls(), 0));
+  }
+  return pending.batch;
+}
+
+void add_device_line(FrameBuilder& frame, ovf_record_kind kind, uint32_t label,
+                     const at::Tensor& t) {
+  TensorView view;
+  if (!device_view(t, &view)) {
+    frame.add_value(kind, label, OVF_FLAG_NO_DATA);
+    return;
+  }
+  if (frame.full()) {
+    frame.add_value(kind, label);  // dropped, the frame flagged truncated
+    return;
+  }
+  auto batch = frame_batch(frame);
+  const int index = static_cast<TensorStatsBatch&>(*batch).add(t, view.dtype);
+  frame.add_pending(kind, label, view.dtype, device_of(t), static_cast<uint64_t>(t.numel()), batch,
+                    index);
+}
+
+Stats device_stats_now(const at::Tensor& t, ovf_dtype dtype) {
+  TensorStatsBatch batch(headroom_dtype());
+  const int index = batch.add(t, dtype);
+  batch.submit();
+  batch.wait();
+  return batch.result(index);
+}
+
+}  // namespace ovf

@@ -1,0 +1,82 @@
+#include "portable_stats.h"
+
+#include <ATen/ATen.h>
+
+#include <limits>
+
+namespace ovf {
+namespace {
+
+// The narrowest floating type that holds every value of `dtype` exactly, so
+// that min, max and the comparisons give the CPU engine's numbers.
+at::ScalarType work_type(ovf_dtype dtype) {
+  switch (dtype) {
+    case OVF_DTYPE_FLOAT32:
+    case OVF_DTYPE_FLOAT16:
+    case OVF_DTYPE_BFLOAT16:
+    case OVF_DTYPE_FLOAT8_E4M3:
+    case OVF_DTYPE_FLOAT8_E5M2:
+    case OVF_DTYPE_COMPLEX64:  // |z| is computed in float32, as the CPU engine does
+    case OVF_DTYPE_INT16:
+    case OVF_DTYPE_INT8:
+    case OVF_DTYPE_UINT8:
+    case OVF_DTYPE_UINT16:
+    case OVF_DTYPE_BOOL: return at::kFloat;
+    default: return at::kDouble;  // float64, complex128, and 32/64-bit integers
+  }
+}
+
+}  // namespace
+
+at::Tensor portable_stats_row(const at::Tensor& t, ovf_dtype dtype, ovf_dtype headroom) {
+  at::Tensor v = t.is_neg() ? t.resolve_neg() : t;
+  if (v.is_complex()) v = v.abs();
+  v = v.to(work_type(dtype));
+  const double inf = std::numeric_limits<double>::infinity();
+  const at::Tensor a = v.abs();
+  const at::Tensor finite = a.isfinite();
+  const at::Tensor finite_nonzero = finite.logical_and(a.gt(0));
+  const double min_normal = dtype_min_normal(dtype);
+  const double headroom_normal = headroom == OVF_DTYPE_UNKNOWN ? 0 : dtype_min_normal(headroom);
+  const at::Tensor columns[kPortableColumns] = {
+      v.isnan().sum(),
+      v.isposinf().sum(),
+      v.isneginf().sum(),
+      a.eq(0).sum(),
+      finite_nonzero.logical_and(a.lt(min_normal)).sum(),
+      at::where(finite, a, at::scalar_tensor(inf, a.options())).min(),
+      at::where(finite, a, at::scalar_tensor(0.0, a.options())).max(),
+      at::where(finite_nonzero, a, at::scalar_tensor(inf, a.options())).min(),
+      finite_nonzero.logical_and(a.lt(headroom_normal)).sum(),
+  };
+  std::vector<at::Tensor> row;
+  row.reserve(kPortableColumns);
+  for (const at::Tensor& c : columns) row.push_back(c.to(at::kDouble));
+  return at::stack(row);
+}
+
+Stats stats_from_row(const double* row, uint64_t numel) {
+  Stats s;
+  s.has_stats = true;
+  s.numel = numel;
+  s.nan_count = static_cast<uint64_t>(row[kNanCount]);
+  s.pos_inf_count = static_cast<uint64_t>(row[kPosInfCount]);
+  s.neg_inf_count = static_cast<uint64_t>(row[kNegInfCount]);
+  s.zero_count = static_cast<uint64_t>(row[kZeroCount]);
+  s.subnormal_count = static_cast<uint64_t>(row[kSubnormalCount]);
+  s.abs_min = row[kAbsMin];
+  s.abs_max = row[kAbsMax];
+  s.abs_min_nonzero = row[kAbsMinNonzero];
+  return s;
+}
+
+Stats empty_stats() {
+  Stats s;
+  s.has_stats = true;
+  s.abs_min = std::numeric_limits<double>::infinity();
+  s.abs_max = 0;
+  s.abs_min_nonzero = std::numeric_limits<double>::infinity();
+  return s;
+}
+
+}  // namespace ovf
