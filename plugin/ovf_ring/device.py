@@ -13,9 +13,12 @@ CUDA_NOT_RUN = (
 )
 
 
-def status_lines(header):
-    """`ovf status`'s device lines (none before layout 3 or before a session)."""
+def status_lines(header, always=False):
+    """The device lines of `ovf status` (`always`: also when no device tensor was
+    seen) and of ovf.postmortem's summary; none before layout 3 or a session."""
     if header.layout_version < 3 or header.device_mode == layout.DEVICE_MODE_NONE:
+        return []
+    if not always and not header.device_backends and not header.pending_frames:
         return []
     mode = layout.DEVICE_MODE_NAMES.get(header.device_mode, f"unknown ({header.device_mode})")
     used = header.device_backends
@@ -28,7 +31,7 @@ def status_lines(header):
         if used & bit
     ]
     line = f"device statistics: {mode} mode; " + (
-        "backends used: " + ", ".join(backends) if backends else "no device tensor seen"
+        "backends used: " + ", ".join(backends) if backends else "no device tensor seen yet"
     )
     if header.pending_frames:
         line += f"; {header.pending_frames} frame(s) waiting for their statistics"

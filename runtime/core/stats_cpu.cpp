@@ -187,6 +187,11 @@ double complex_magnitude(const char* p, bool* negative) {
   return static_cast<double>(std::abs(z));
 }
 
+TensorView unnegated(TensorView v) {
+  v.negated = false;
+  return v;
+}
+
 }  // namespace
 
 Stats compute_stats_cpu(const TensorView& v) {
@@ -204,10 +209,12 @@ Stats compute_stats_cpu(const TensorView& v) {
     case OVF_DTYPE_UINT32: return stats_by_magnitude(v, 4, 1, integer_magnitude<uint32_t>);
     case OVF_DTYPE_UINT64: return stats_by_magnitude(v, 8, 1, integer_magnitude<uint64_t>);
     case OVF_DTYPE_BOOL: return stats_by_magnitude(v, 1, 1, integer_magnitude<uint8_t>);
+    // |-z| = |z|: a negated complex tensor's infinite magnitudes stay +inf.
     case OVF_DTYPE_COMPLEX64:
-      return stats_by_magnitude(v, 8, std::numeric_limits<float>::min(), complex_magnitude<float>);
+      return stats_by_magnitude(unnegated(v), 8, std::numeric_limits<float>::min(),
+                                complex_magnitude<float>);
     case OVF_DTYPE_COMPLEX128:
-      return stats_by_magnitude(v, 16, std::numeric_limits<double>::min(),
+      return stats_by_magnitude(unnegated(v), 16, std::numeric_limits<double>::min(),
                                 complex_magnitude<double>);
     case OVF_DTYPE_FLOAT8_E4M3:
     case OVF_DTYPE_FLOAT8_E5M2: {

@@ -8,6 +8,7 @@
 
 #include "control.h"
 #include "cuda_backend.h"
+#include "device_engine.h"
 #include "monitor.h"
 #include "op_observer.h"
 #include "py_hooks.h"
@@ -22,11 +23,7 @@ namespace py = pybind11;
 
 namespace {
 
-py::object tensor_stats(py::handle obj) {
-  if (!THPVariable_Check(obj.ptr())) throw py::type_error("ovf: stats() takes a torch.Tensor");
-  ovf::TensorView view;
-  if (!ovf::readable_view(THPVariable_Unpack(obj.ptr()), &view)) return py::none();
-  const ovf::Stats s = ovf::compute_stats_cpu(view);
+py::dict stats_dict(const ovf::Stats& s) {
   py::dict d;
   d["has_stats"] = s.has_stats;
   d["numel"] = s.numel;
@@ -39,6 +36,27 @@ py::object tensor_stats(py::handle obj) {
   d["abs_max"] = s.abs_max;
   d["abs_min_nonzero"] = s.abs_min_nonzero;
   return d;
+}
+
+const at::Tensor& tensor_argument(py::handle obj, const char* function) {
+  if (!THPVariable_Check(obj.ptr()))
+    throw py::type_error(std::string("ovf: ") + function + "() takes a torch.Tensor");
+  return THPVariable_Unpack(obj.ptr());
+}
+
+py::object tensor_stats(py::handle obj) {
+  ovf::TensorView view;
+  if (!ovf::readable_view(tensor_argument(obj, "stats"), &view)) return py::none();
+  return stats_dict(ovf::compute_stats_cpu(view));
+}
+
+// The device engine's statistics of a tensor on any device (the portable
+// backend, or CUDA's), waited for: what tests compare with the CPU engine.
+py::object device_stats(py::handle obj) {
+  const at::Tensor& t = tensor_argument(obj, "device_stats");
+  ovf::TensorView view;
+  if (!ovf::device_view(t, &view)) return py::none();
+  return stats_dict(ovf::device_stats_now(t, view.dtype));
 }
 
 // _ovf.set_control(field=value, ...): the control block fields the Python API sets.
@@ -144,6 +162,8 @@ PYBIND11_MODULE(_ovf, m) {
                                     py::arg("exact") = int(OVF_DEVICE_MODE_EXACT));
   m.def("detect_overflow", &ovf::detect_overflow, py::arg("var"), py::arg("ctx"));
   m.def("stats", &tensor_stats, "One-pass stats of a CPU tensor as a dict (None if unreadable).");
+  m.def("device_stats", &device_stats,
+        "The device engine's stats of a tensor on any device, as a dict (None if unreadable).");
   m.def("configure_ring", [](uint32_t capacity) {
     ovf::RingConfig config;
     config.record_capacity = capacity;

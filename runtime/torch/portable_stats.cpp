@@ -30,12 +30,20 @@ at::ScalarType work_type(ovf_dtype dtype) {
 
 at::Tensor portable_stats_row(const at::Tensor& t, ovf_dtype dtype, ovf_dtype headroom) {
   at::Tensor v = t.is_neg() ? t.resolve_neg() : t;
-  if (v.is_complex()) v = v.abs();
+  if (v.is_complex()) {
+    // |z| as std::abs gives it (hypot in double, rounded to the part's type):
+    // torch's own abs of complex64 overflows and underflows where hypot does not.
+    const at::Tensor parts = at::view_as_real(v.resolve_conj()).to(at::kDouble);
+    v = at::hypot(parts.select(-1, 0), parts.select(-1, 1)).to(work_type(dtype));
+  }
+  // Integers take abs() in their own type, as the reference does: the most
+  // negative value wraps around to itself (-128 for int8) in the CPU engine too.
+  const bool integer = !is_floating(dtype) && dtype != OVF_DTYPE_BOOL;
+  const at::Tensor a = (integer ? v.abs() : v.to(work_type(dtype)).abs()).to(work_type(dtype));
   v = v.to(work_type(dtype));
   const double inf = std::numeric_limits<double>::infinity();
-  const at::Tensor a = v.abs();
   const at::Tensor finite = a.isfinite();
-  const at::Tensor finite_nonzero = finite.logical_and(a.gt(0));
+  const at::Tensor finite_nonzero = finite.logical_and(a.ne(0));
   const double min_normal = dtype_min_normal(dtype);
   const double headroom_normal = headroom == OVF_DTYPE_UNKNOWN ? 0 : dtype_min_normal(headroom);
   const at::Tensor columns[kPortableColumns] = {
@@ -43,11 +51,11 @@ at::Tensor portable_stats_row(const at::Tensor& t, ovf_dtype dtype, ovf_dtype he
       v.isposinf().sum(),
       v.isneginf().sum(),
       a.eq(0).sum(),
-      finite_nonzero.logical_and(a.lt(min_normal)).sum(),
+      finite.logical_and(a.gt(0)).logical_and(a.lt(min_normal)).sum(),
       at::where(finite, a, at::scalar_tensor(inf, a.options())).min(),
       at::where(finite, a, at::scalar_tensor(0.0, a.options())).max(),
       at::where(finite_nonzero, a, at::scalar_tensor(inf, a.options())).min(),
-      finite_nonzero.logical_and(a.lt(headroom_normal)).sum(),
+      finite.logical_and(a.gt(0)).logical_and(a.lt(headroom_normal)).sum(),
   };
   std::vector<at::Tensor> row;
   row.reserve(kPortableColumns);

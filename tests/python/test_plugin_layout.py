@@ -100,6 +100,10 @@ int main() {
   F(ovf_state_t, root_class_id);
   F(ovf_state_t, own_on_event);
   F(ovf_state_t, snapshot_addr);
+  F(ovf_state_t, device_mode);
+  F(ovf_state_t, device_backends);
+  F(ovf_state_t, pending_frames);
+  F(ovf_state_t, last_event_late);
   std::printf("], \"sizes\": {\"record\": %zu, \"control\": %zu, \"header\": %zu, "
               "\"control_offset\": %zu},",
               sizeof(ovf_record), sizeof(ovf_control), sizeof(ovf_state_t),

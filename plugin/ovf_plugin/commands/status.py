@@ -69,7 +69,7 @@ def _ring_lines(ring):
         + (", trace batches " + ",".join(map(str, c.traced)) if c.traced else "")
         + (f", abort after batch {c.abort_after_batch}" if c.abort_after_batch >= 0 else ""),
     ]
-    out += device.status_lines(h)
+    out += device.status_lines(h, always=True)
     out.append("first non-finite: " + describe_seq(ring, h.first_nonfinite_seq))
     event = last_event(ring)
     if event is not None:

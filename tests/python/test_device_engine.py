@@ -1,0 +1,177 @@
+"""The device engine on the host: the portable backend (ATen ops on the
+tensor's device) against the CPU engine, and the asynchronous path of fast
+device mode with deferral forced on CPU tensors (OVF_TEST_DEFER=N: each frame's
+statistics arrive only after N polls). The CUDA backend's own tests need a GPU
+(tests/cpp/test_cuda_stats_gpu.cpp) and skip without one."""
+
+import math
+import os
+import subprocess
+
+import pytest
+import torch
+
+from build_paths import PACKAGE_PARENT, REPO
+from ovf import _options, _ovf
+
+SCRIPT = os.path.join(REPO, "tests", "python", "scripts", "deferred_nan.py")
+NEVER = "1000000"  # polls: the statistics arrive only when waited for
+
+
+def _bit_patterns(dtype, n, generator):
+    """n elements of `dtype` from random bits, with NaN, +-Inf, zeros and
+    subnormals planted (floating types)."""
+    if dtype == torch.bool:
+        return torch.randint(0, 2, (n,), generator=generator).bool()
+    if dtype.is_complex:
+        real = _bit_patterns(torch.float32 if dtype == torch.complex64 else torch.float64, 2 * n,
+                             generator)
+        return torch.view_as_complex(real.view(n, 2).contiguous())
+    if dtype.is_floating_point:
+        width = torch.finfo(dtype).bits
+        holder = {8: torch.uint8, 16: torch.int16, 32: torch.int32, 64: torch.int64}[width]
+        low, high = (0, 256) if width == 8 else (-(2 ** (width - 1)), 2 ** (width - 1) - 1)
+        x = torch.randint(low, high, (n,), generator=generator, dtype=holder).view(dtype)
+        planted = [math.nan, math.inf, -math.inf, 0.0, -0.0, torch.finfo(dtype).tiny / 2]
+        for i, value in enumerate(planted):
+            x[i * 7 % n] = value
+        return x
+    info = torch.iinfo(dtype)
+    return torch.randint(info.min, info.max, (n,), generator=generator, dtype=torch.int64).to(
+        dtype
+    )
+
+
+DTYPES = [
+    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64,
+    torch.complex128, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
+] + [getattr(torch, name) for name in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, name)]
+
+
+def _views(x):
+    """The layouts a hook meets: contiguous, transposed, strided, broadcast,
+    the lazy negative bit, a single element, empty."""
+    m = x[:60].view(6, 10)
+    views = {"contiguous": m, "transposed": m.t(), "strided": x[::3], "expanded": x[:4].expand(3, 4)}
+    if x.is_floating_point() or x.is_complex():
+        views["negative bit"] = torch._neg_view(m) if hasattr(torch, "_neg_view") else -m
+    views["one"] = x[5:6]
+    views["empty"] = x[:0]
+    return views
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_the_portable_backend_gives_the_cpu_engines_numbers(dtype):
+    generator = torch.Generator().manual_seed(11)
+    for seed in range(4):
+        x = _bit_patterns(dtype, 997 + seed, generator)
+        for name, view in _views(x).items():
+            expected, got = _ovf.stats(view), _ovf.device_stats(view)
+            assert got == expected, f"{dtype} {name}: portable {got} != cpu {expected}"
+
+
+def _run(mode, bad, batches, on_nan="raise", defer=None, *extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OVF_")}
+    env.update(PYTHONPATH=PACKAGE_PARENT, OPENBLAS_NUM_THREADS="1")
+    if defer is not None:
+        env["OVF_TEST_DEFER"] = defer
+    p = subprocess.run(
+        ["/usr/bin/python3", SCRIPT, mode, str(bad), str(batches), on_nan, *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    return p.stdout
+
+
+def _report(out):
+    """The report ovf printed: from its header to the end of the frames."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Detected inf/nan"))
+    end = next(
+        (i for i in range(start, len(lines)) if lines[i].startswith(("raised in", "end of"))),
+        len(lines),
+    )
+    return "\n".join(lines[start:end]).rstrip()
+
+
+def test_fast_and_exact_name_the_same_frame_as_the_cpu_engine():
+    synchronous = _run("fast", 2, 5)
+    exact = _run("exact", 2, 5, "raise", "3")
+    fast = _run("fast", 2, 5, "raise", "3")
+    assert "raised in batch 2" in synchronous.splitlines()
+    # exact: one sync per frame, the raise comes in the frame's own hook
+    assert "raised in batch 2" in exact.splitlines()
+    # fast: the statistics came 3 polls late, the raise at a later hook
+    assert "raised in batch 3" in fast.splitlines()
+    report = _report(synchronous)
+    assert report.startswith("Detected inf/nan during batch_number=2")
+    assert report.splitlines()[-1] == "     nan      nan output"
+    assert " " * 18 + "mid Mid" in report.splitlines()
+    assert _report(exact) == report
+    assert _report(fast) == report
+
+
+def test_a_batch_boundary_bounds_the_delay():
+    # Polls never say the statistics arrived: the end of the next batch's
+    # forward waits for the batch before it, so the stop is one batch late.
+    out = _run("fast", 1, 6, "raise", NEVER)
+    assert "raised in batch 2" in out.splitlines()
+    assert _report(out) == _report(_run("fast", 1, 6))
+
+
+def test_frames_wait_in_the_ring_as_pending_then_get_their_values():
+    out = _run("fast", -1, 3, "raise", NEVER, "--listing")
+    before = out[out.index("== listing\n") : out.index("== listing after the flush")]
+    after = out[out.index("== listing after the flush") :]
+    # the last batch's frames have not been waited for: their lines are pending
+    assert "          pending output" in before
+    assert "pending" not in after
+    assert _report_free(after) == _report_free(_run("fast", -1, 3, "raise", None, "--listing"))
+
+
+def _report_free(listing_text):
+    return listing_text[listing_text.index("== listing after the flush") :]
+
+
+def test_records_pending_at_exit_are_judged_before_the_process_ends():
+    # The NaN is in the last batch and its statistics never arrive by polling:
+    # the exit waits for them, reports, and leaves no pending line.
+    out = _run("fast", 3, 4, "warn", NEVER)
+    lines = out.splitlines()
+    assert lines.index("end of script") < next(
+        i for i, line in enumerate(lines) if line.startswith("Detected inf/nan")
+    )
+    assert _report(out) == _report(_run("fast", 3, 4, "warn"))
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        lambda: _ovf.start_session(21, [], -1, 0, 7),
+        lambda: _options.device_mode_code("fastest"),
+    ],
+)
+def test_a_bad_device_mode_is_refused_in_one_line(how):
+    with pytest.raises(ValueError) as e:
+        how()
+    assert "\n" not in str(e.value) and "fast" in str(e.value)
+
+
+def test_the_command_line_and_environment_name_a_bad_device_mode():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OVF_")}
+    env.update(PYTHONPATH=PACKAGE_PARENT, OVF_DEVICE_MODE="sometimes")
+    p = subprocess.run(
+        ["/usr/bin/python3", "-m", "ovf", SCRIPT, "fast", "-1", "1", "raise"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+    assert p.returncode != 0
+    assert "ovf: OVF_DEVICE_MODE must be fast or exact; got 'sometimes'" in p.stderr
+    env.pop("OVF_DEVICE_MODE")
+    p = subprocess.run(
+        ["/usr/bin/python3", "-m", "ovf", "--device-mode", "sometimes", SCRIPT],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+    assert p.returncode == 2 and "--device-mode: invalid choice: 'sometimes'" in p.stderr
