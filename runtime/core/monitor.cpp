@@ -481,6 +481,7 @@ Response Monitor::drain(uint64_t wait_before, bool can_raise, uint64_t own_end, 
     }
     DeferredFrame frame = std::move(front);
     deferred_.pop_front();
+    count_pending();  // what a debugger stopped in this frame's judgement reads
     // Late: its own hook has returned (it is not the frame that just finished).
     judging_late_ = frame.records.front().seq + frame.records.size() != own_end;
     // Once an event acted (raise, abort, wait), the frames after it would not
@@ -488,11 +489,15 @@ Response Monitor::drain(uint64_t wait_before, bool can_raise, uint64_t own_end, 
     merge(out, judge_deferred(frame, can_raise, quiet || out.action != Action::kNone));
     judging_late_ = false;
   }
+  count_pending();
+  return out;
+}
+
+void Monitor::count_pending() {
   uint32_t waiting = 0;
   for (const DeferredFrame& f : deferred_) waiting += f.pending.empty() ? 0 : 1;
   ovf_state.pending_frames = waiting;
   deferred_count_.store(deferred_.size(), std::memory_order_release);
-  return out;
 }
 
 Response Monitor::poll_device_frames(bool can_raise) {

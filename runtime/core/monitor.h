@@ -144,6 +144,8 @@ class Monitor {
   // `quiet`: judged, not answered.
   Response drain(uint64_t wait_before, bool can_raise, uint64_t own_end, bool quiet);
   Response judge_deferred(DeferredFrame& frame, bool can_raise, bool quiet);
+  // Publishes deferred_'s size and how many of its frames wait for statistics.
+  void count_pending();
 
   // The one response step: `end` bounds the report, `batch` is the event's
   // (the report's batch_number).

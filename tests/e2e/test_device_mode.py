@@ -1,0 +1,48 @@
+"""Fast and exact device mode under gdb and LLDB, on the host: OVF_TEST_DEFER makes
+the CPU tensors of tests/python/scripts/deferred_nan.py take the device engine
+(portable backend) with their statistics arriving 3 polls late, so a stop in
+fast mode comes at a later hook, still naming the frame that made the NaN."""
+
+import os
+
+from harness import BUILD, PYTHON, TOP, clean_env, stop_summary
+
+SCRIPT = os.path.join(TOP, "tests", "python", "scripts", "deferred_nan.py")
+LATE = (
+    "ovf: fast device mode: this frame's statistics arrived after its forward had returned, "
+    "so the process stopped at a later hook (`ovf py-bt` shows where it was then); "
+    "--device-mode exact (OVF_DEVICE_MODE=exact) stops inside the frame"
+)
+STATUS = "device statistics: {} mode; backends used: portable (ATen ops on the device)"
+
+
+def _stop(debugger, mode):
+    # The debugger's session takes the mode from OVF_DEVICE_MODE (the script's own
+    # DebugUnderflowOverflow joins it, as any second activation does).
+    env = clean_env(
+        PYTHONPATH=os.path.join(BUILD, "python"), OVF_TEST_DEFER="3", OVF_DEVICE_MODE=mode
+    )
+    return debugger.run(
+        ["ovf break-on-nan", "run", "ovf status", debugger.cut(), "kill"],
+        program=[PYTHON, SCRIPT, mode, "2", "5", "raise"],
+        env=env,
+    )
+
+
+def test_fast_mode_stops_late_and_names_the_frame_that_made_the_nan(debugger):
+    out = _stop(debugger, "fast")
+    assert stop_summary(out) == ("first non-finite value (nan)", 2, "mid", "Mid")
+    assert LATE in out.splitlines()
+    # the process ran on into batch 3 before the statistics of batch 2 arrived
+    assert "batch 3" in out.splitlines()
+    # the frames that ran after mid are still on their way
+    assert any(line.startswith(STATUS.format("fast") + "; ") for line in out.splitlines()), out
+    assert debugger.hits(out) == 1
+
+
+def test_exact_mode_stops_inside_the_frame(debugger):
+    out = _stop(debugger, "exact")
+    assert stop_summary(out) == ("first non-finite value (nan)", 2, "mid", "Mid")
+    assert LATE not in out.splitlines()
+    assert "batch 3" not in out.splitlines()
+    assert STATUS.format("exact") in out.splitlines(), out
