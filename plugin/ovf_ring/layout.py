@@ -101,6 +101,7 @@ FLAG_PRODUCER = 1 << 8
 FLAG_CARRIER = 1 << 9
 FLAG_BACKWARD = 1 << 10
 FLAG_CONSTANT = 1 << 11  # an op's NaN/Inf came from a constant argument: deliberate
+FLAG_COMPILED = 1 << 13  # a frame from a torch.compile'd graph (fused ops unseen)
 
 # enum ovf_stop_bits, in the order events are named
 STOP_NAN = 1 << 0

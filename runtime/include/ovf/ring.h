@@ -94,6 +94,9 @@ enum ovf_record_flags {
   // OP_OUTPUT: the NaN/Inf came from a constant argument (a scalar, a 0-dim
   // tensor: masked_fill(mask, -inf), isfinite's inf): deliberate, not an error.
   OVF_FLAG_CONSTANT = 1u << 11,
+  // FRAME: written from inside a torch.compile'd graph (ovf's custom op): the
+  // ATen ops Inductor fused into its kernels ran unseen in it.
+  OVF_FLAG_COMPILED = 1u << 13,
 };
 
 // One record: a frame header or one tensor line. `seq` is written last (release)
