@@ -1,6 +1,6 @@
 """The one-screen text printed when the debugger stops at an event."""
 
-from ovf_ring import device, layout
+from ovf_ring import compiled, device, layout
 from ovf_ring.event import bit_name
 from ovf_ring.frames import previous_frame, walk_back
 from ovf_ring.identity import rank_text
@@ -140,6 +140,7 @@ def stop_summary(ring, event, chosen=None):
     # Under torchrun every rank may stop: say which one this is.
     rank = rank_text(ring.header)
     out = [f"ovf: {rank + ': ' if rank else ''}{title(ring, event)}"]
+    shown = []  # the frames listed below
     culprit = chosen or (event.offending[0] if event.offending else None)
     if culprit is not None:
         bit, line = culprit
@@ -156,6 +157,7 @@ def stop_summary(ring, event, chosen=None):
         if before is not None:
             out += _frame_block(ring, before, "previous frame")
         out += _frame_block(ring, event.frame, "this frame")
+        shown += [f for f in (before, event.frame) if f is not None]
     if event.op is not None:
         # The module's forward is still running: show the last frame that
         # finished before the op, then the op itself.
@@ -163,8 +165,12 @@ def stop_summary(ring, event, chosen=None):
         before = walk_back(ring, 1, end_seq=event.seq).frames
         if before:
             out += _frame_block(ring, before[0], "last frame before the op")
+            shown.append(before[0])
         what = "this gradient" if event.op.kind == layout.KIND_GRAD else "this op"
         out.append(f"{format_record(event.op, ring.text, ring.module)}    <- {what}")
+    unseen = compiled.note(shown)
+    if unseen:
+        out.append(unseen)
     late = device.late_note(ring.header)
     if late is not None:
         out.append(f"ovf: {late}")

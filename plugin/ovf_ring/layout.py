@@ -104,10 +104,15 @@ FLAG_CARRIER = 1 << 9
 FLAG_BACKWARD = 1 << 10
 FLAG_CONSTANT = 1 << 11  # an op's NaN/Inf came from a constant argument: deliberate
 FLAG_PENDING = 1 << 12  # device statistics not arrived yet (fast device mode)
+FLAG_COMPILED = 1 << 13  # a frame from a torch.compile'd graph (fused ops unseen)
 
 # enum ovf_device_mode (header device_mode)
 DEVICE_MODE_NONE, DEVICE_MODE_FAST, DEVICE_MODE_EXACT = 0, 1, 2
-DEVICE_MODE_NAMES = {DEVICE_MODE_NONE: "none", DEVICE_MODE_FAST: "fast", DEVICE_MODE_EXACT: "exact"}
+DEVICE_MODE_NAMES = {
+    DEVICE_MODE_NONE: "none",
+    DEVICE_MODE_FAST: "fast",
+    DEVICE_MODE_EXACT: "exact",
+}
 # enum ovf_device_backend_bits (header device_backends)
 BACKEND_PORTABLE = 1 << 0
 BACKEND_CUDA = 1 << 1

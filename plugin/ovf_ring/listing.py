@@ -5,7 +5,7 @@ import fnmatch
 import math
 from dataclasses import dataclass
 
-from . import layout
+from . import compiled, layout
 from .frames import walk_back
 from .report import format_listing, is_bookkeeping
 
@@ -39,6 +39,11 @@ def _op_frames_note(ring, walk):
     ]
 
 
+def _compiled_note(walk):
+    line = compiled.note(walk.frames)
+    return [line] if line else []
+
+
 def _walk(ring, sel):
     count = sel.count or ring.header.max_frames_to_save or 21
     return count, walk_back(
@@ -49,7 +54,7 @@ def _walk(ring, sel):
 def text(ring, sel):
     """The listing as `ovf frames` prints it, notes about the ring first."""
     count, walk = _walk(ring, sel)
-    notes = list(ring.notes) + _op_frames_note(ring, walk)
+    notes = list(ring.notes) + _op_frames_note(ring, walk) + _compiled_note(walk)
     if walk.stopped_by is not None:
         notes.append(f"ovf: {walk.stopped_by.describe()}; older frames are not shown")
     elif len(walk.frames) < count and ring.floor_seq > 0:
@@ -86,6 +91,7 @@ def data(ring, sel):
             "nonfinite": f.nonfinite,
             "root": bool(f.header.flags & layout.FLAG_ROOT),
             "truncated": bool(f.header.flags & layout.FLAG_TRUNCATED),
+            "compiled": compiled.is_compiled(f),
             "batch_starts": [m.batch for m in f.markers],
             "lines": [_line(ring, r) for r in ([f.header] if f.is_op else f.lines)],
             **({"ops": [_line(ring, r) for r in f.ops]} if sel.ops else {}),
@@ -101,6 +107,7 @@ def data(ring, sel):
         "write_seq": h.write_seq,
         "notes": ring.notes
         + _op_frames_note(ring, walk)
+        + _compiled_note(walk)
         + ([walk.stopped_by.describe()] if walk.stopped_by else []),
         "frames": frames,
         **({"trailing_ops": [_line(ring, r) for r in walk.trailing_ops]} if sel.ops else {}),

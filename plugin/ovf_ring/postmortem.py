@@ -12,7 +12,7 @@ the order is as good as the agreement of their clocks.
 import datetime
 from dataclasses import dataclass, field
 
-from . import device, layout, listing
+from . import compiled, device, layout, listing
 from .core_target import CoreTarget
 from .errors import OvfError
 from .event import describe_seq
@@ -93,7 +93,8 @@ def _clock(ns):
 
 def summary(core, ring_notes=False):
     """Whose core it is and its first non-finite value, then what is amiss with
-    it; `ring_notes`: also how the ring was found (`ovf frames` says it too)."""
+    it; `ring_notes`: also how the ring was found and what compiled code hid
+    (`ovf frames` says both too)."""
     h = core.ring.header
     first = describe_seq(core.ring, h.first_nonfinite_seq)
     if core.first is not None:
@@ -105,6 +106,9 @@ def summary(core, ring_notes=False):
         *core.notes,
         *(core.ring.notes if ring_notes else ()),
     ]
+    unseen = compiled.status_line(core.ring) if ring_notes else None
+    if unseen:
+        lines.append(unseen)
     return "\n".join(lines) + "\n"
 
 

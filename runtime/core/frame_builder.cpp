@@ -8,7 +8,7 @@
 namespace ovf {
 
 void FrameBuilder::begin(uint32_t module_name_id, uint32_t class_name_id, bool is_root,
-                         uint64_t forward_start) {
+                         uint64_t forward_start, uint32_t frame_flags) {
   records_.clear();
   pending_.clear();
   is_root_ = is_root;
@@ -16,7 +16,7 @@ void FrameBuilder::begin(uint32_t module_name_id, uint32_t class_name_id, bool i
   ovf_record frame = blank_record(OVF_KIND_FRAME);
   frame.name_id = module_name_id;
   frame.label_id = class_name_id;
-  frame.flags = is_root ? OVF_FLAG_ROOT : 0;
+  frame.flags = (is_root ? OVF_FLAG_ROOT : 0) | frame_flags;
   records_.push_back(frame);
 }
 

@@ -22,8 +22,9 @@ class FrameBuilder {
  public:
   // `forward_start` is write_seq when the module's forward began (its pre-hook),
   // OVF_NO_SEQ when unknown: it tells a producer from a parent of one.
+  // `frame_flags` go on the FRAME record as they are (OVF_FLAG_COMPILED).
   void begin(uint32_t module_name_id, uint32_t class_name_id, bool is_root,
-             uint64_t forward_start = OVF_NO_SEQ);
+             uint64_t forward_start = OVF_NO_SEQ, uint32_t frame_flags = 0);
   // A tensor in host memory: the CPU engine's stats, and its headroom when asked.
   void add_tensor(ovf_record_kind kind, uint32_t label_id, const TensorView& view, DeviceId device);
   // A line whose stats were computed elsewhere (weight cache, a device engine).

@@ -229,16 +229,39 @@ std::string describe_first_nonfinite() {
   return "";
 }
 
-std::string format_detection_report(uint64_t batch_number, uint64_t floor_seq, uint64_t end_seq,
-                                    uint32_t max_frames) {
-  uint32_t frames = 0;
-  const auto records = last_frames(floor_seq, end_seq, max_frames, &frames);
+namespace {
+
+std::string detection_text(uint64_t batch_number, const std::vector<const ovf_record*>& records,
+                           uint32_t frames) {
   std::string out = "\nDetected inf/nan during batch_number=" + std::to_string(batch_number) + "\n";
   out += "Last " + std::to_string(frames) + " forward frames:\n";
   out += std::string(kColumnHeader) + "\n";
   out += format_frames(records) + "\n";
   out += "\n\n\n";  // print("\n\n")
   return out;
+}
+
+}  // namespace
+
+std::string format_detection_report(uint64_t batch_number, uint64_t floor_seq, uint64_t end_seq,
+                                    uint32_t max_frames) {
+  uint32_t frames = 0;
+  const auto records = last_frames(floor_seq, end_seq, max_frames, &frames);
+  return detection_text(batch_number, records, frames);
+}
+
+const char* const kCompiledUnseen =
+    "module frames are recorded there; the ATen ops Inductor fuses into its kernels are not "
+    "seen (--ops names eager ops only)";
+
+std::string compiled_note(const std::vector<const ovf_record*>& records, uint32_t frames) {
+  uint32_t compiled = 0;
+  for (const ovf_record* r : records)
+    compiled += r->kind == OVF_KIND_FRAME && (r->flags & OVF_FLAG_COMPILED);
+  if (compiled == 0) return "";
+  return "ovf: " + std::to_string(compiled) + " of " + std::to_string(frames) +
+         (frames == 1 ? " frame" : " frames") +
+         " listed ran in torch.compile'd graphs: " + kCompiledUnseen + "\n";
 }
 
 std::vector<const ovf_record*> last_ops(uint64_t floor, uint64_t end, uint32_t max) {
@@ -291,7 +314,9 @@ std::string format_op(const ovf_record& r) {
 
 std::string format_event_report(uint64_t batch_number, uint64_t floor, uint64_t end,
                                 uint32_t max_frames) {
-  std::string text = format_detection_report(batch_number, floor, end, max_frames);
+  uint32_t frames = 0;
+  const auto records = last_frames(floor, end, max_frames, &frames);
+  std::string text = detection_text(batch_number, records, frames) + compiled_note(records, frames);
   const auto ops = last_ops(floor, end, max_frames);
   if (!ops.empty()) {
     text += "Last " + std::to_string(ops.size()) + " ops and buffers:\n" + kColumnHeader + "\n";

@@ -56,9 +56,18 @@ std::string format_op(const ovf_record& r);
 // The last `max` OP_OUTPUT / CHECKPOINT records in [floor, end), oldest first.
 std::vector<const ovf_record*> last_ops(uint64_t floor_seq, uint64_t end_seq, uint32_t max);
 
+// What ovf does not see in torch.compile'd code (plugin: compiled.UNSEEN).
+extern const char* const kCompiledUnseen;
+
+// "ovf: K of N frames listed ran in torch.compile'd graphs: <kCompiledUnseen>\n"
+// when K of the listed `records` (last_frames: N frames) are FRAMEs flagged
+// OVF_FLAG_COMPILED; "" when none is.
+std::string compiled_note(const std::vector<const ovf_record*>& records, uint32_t frames);
+
 // What a process prints at an event it acts on: the reference's detection
-// report, the last op records before the event (when ops were observed), and
-// where the first non-finite value came from.
+// report, one line when some of its frames came from compiled code, the last
+// op records before the event (when ops were observed), and where the first
+// non-finite value came from.
 std::string format_event_report(uint64_t batch_number, uint64_t floor_seq, uint64_t end_seq,
                                 uint32_t max_frames);
 

@@ -126,6 +126,8 @@ PYBIND11_MODULE(_ovf, m) {
         "Forward hook (module, args, output) for a watched module.");
   m.def("forward_hook_with_kwargs", &ovf::forward_hook_with_kwargs,
         "Forward hook (module, args, kwargs, output), torch >= 2.0 with_kwargs=True.");
+  m.def("compiled_forward_hook", &ovf::compiled_forward_hook,
+        "Forward hook (module, args, output) of a frame inside a torch.compile'd graph.");
   m.def("forward_pre_hook", &ovf::forward_pre_hook,
         "Forward pre-hook: names new modules (auto mode), tracks the module stack.");
   m.def("watch_module", &ovf::watch_module, py::arg("module"), py::arg("name"), py::arg("is_root"));

@@ -163,8 +163,10 @@ void watch_output_gradients(uint32_t module_id, PyObject* output) {
   }
 }
 
-// The forward hook body shared by the hooks with and without kwargs.
-void on_forward(PyObject* module, PyObject* args, PyObject* kwargs, PyObject* output) {
+// The forward hook body shared by the hooks with and without kwargs, and the
+// compiled path's (frame_flags OVF_FLAG_COMPILED).
+void on_forward(PyObject* module, PyObject* args, PyObject* kwargs, PyObject* output,
+                uint32_t frame_flags = 0) {
   const uint64_t forward_start = pop_module(module);
   if (!running()) return;
   raise_pending();
@@ -174,7 +176,7 @@ void on_forward(PyObject* module, PyObject* args, PyObject* kwargs, PyObject* ou
   if (it == modules().end()) return;  // not part of a watched model
   ModuleEntry& entry = it->second;
   FrameBuilder& frame = frame_builder();
-  frame.begin(entry.name_id, entry.class_id, module == g_root, forward_start);
+  frame.begin(entry.name_id, entry.class_id, module == g_root, forward_start, frame_flags);
   for_each_own_parameter(entry.module.ptr(), [&](const char* name, const at::Tensor& t) {
     entry.weights.add_line(frame, intern(name), t);
   });
@@ -304,6 +306,14 @@ void forward_hook(py::handle module, py::handle args, py::handle output) {
 void forward_hook_with_kwargs(py::handle module, py::handle args, py::handle kwargs,
                               py::handle output) {
   guarded([&] { on_forward(module.ptr(), args.ptr(), kwargs.ptr(), output.ptr()); });
+}
+
+// A frame inside a torch.compile'd graph (_compile.py's ovf::module_frame op):
+// its record says so, because the ops Inductor fused around it ran unseen. A
+// function of its own, so that eager hooks carry no argument for it. Keyword
+// arguments do not reach it (the op passes positional tensors only).
+void compiled_forward_hook(py::handle module, py::handle args, py::handle output) {
+  guarded([&] { on_forward(module.ptr(), args.ptr(), nullptr, output.ptr(), OVF_FLAG_COMPILED); });
 }
 
 // In auto mode (global) the first call of a module ovf has not named asks

@@ -23,6 +23,9 @@ void forward_hook(pybind11::handle module, pybind11::handle args, pybind11::hand
 void forward_hook_with_kwargs(pybind11::handle module, pybind11::handle args,
                               pybind11::handle kwargs, pybind11::handle output);
 void forward_pre_hook(pybind11::handle module, pybind11::handle args);
+// The forward hook of a module inside a torch.compile'd graph (its FRAME is
+// flagged OVF_FLAG_COMPILED).
+void compiled_forward_hook(pybind11::handle module, pybind11::handle args, pybind11::handle output);
 
 // Names `module` `name` (the root starts a batch's forward) and its parameters.
 void watch_module(pybind11::handle module, const std::string& name, bool is_root);

@@ -136,4 +136,39 @@ TEST(Monitor, DetectionReportMatchesReferenceAcrossBatchBoundary) {
   EXPECT_EQ(out.message.rfind("DebugUnderflowOverflow: inf/nan detected, aborting", 0), 0u);
 }
 
+// Frames from a torch.compile'd graph: the report says once what ovf did not see there;
+// an eager run's report stays the reference's.
+TEST(Monitor, EventReportSaysOnceWhatCompiledCodeHides) {
+  ovf::Monitor& monitor = ovf::Monitor::instance();
+  const uint32_t a = ovf::intern("a"), lin = ovf::intern("Linear"), output = ovf::intern("output");
+  const float overflowed[] = {0.5f, INFINITY};
+  const int64_t size = 2, stride = 1;
+  ovf::TensorView v;
+  v.data = overflowed;
+  v.dtype = OVF_DTYPE_FLOAT32;
+  v.ndim = 1;
+  v.sizes = &size;
+  v.strides = &stride;
+  auto report = [&](uint32_t flags) {
+    ovf::SessionOptions options;
+    options.max_frames_to_save = 3;
+    EXPECT_EQ(monitor.start_session(options), "");
+    ovf::FrameBuilder frame;
+    frame.begin(a, lin, false, OVF_NO_SEQ, flags);
+    frame.add_tensor(OVF_KIND_OUTPUT, output, v, {});
+    const ovf::Response out = monitor.finish_frame(frame);
+    monitor.stop_session();
+    EXPECT_EQ(out.action, ovf::Action::kRaise);
+    return out.text;
+  };
+  const std::string compiled = report(OVF_FLAG_COMPILED);
+  const std::string line =
+      "ovf: 1 of 1 frame listed ran in torch.compile'd graphs: module frames are recorded "
+      "there; the ATen ops Inductor fuses into its kernels are not seen (--ops names eager ops "
+      "only)\n";
+  ASSERT_NE(compiled.find("\n\n\n\n" + line), std::string::npos) << compiled;
+  EXPECT_EQ(compiled.find("torch.compile"), compiled.rfind("torch.compile"));
+  EXPECT_EQ(report(0).find("torch.compile"), std::string::npos);
+}
+
 }  // namespace

@@ -463,9 +463,10 @@ class Lldb(Debugger):
 DEBUGGERS = {"gdb": Gdb(), "lldb": Lldb()}
 
 
-def abort_core(tmp_path, package_parent=None, args=DIVERGE):
-    """A kernel core of diverge.py run under `python3 -m ovf --on-nan abort` with the ovf package
-    in `package_parent`: (core path, the run's stdout); skips where the kernel writes none here."""
+def abort_core(tmp_path, package_parent=None, args=DIVERGE, script=SCRIPT, timeout=TIMEOUT):
+    """A kernel core of `script` (diverge.py) run under `python3 -m ovf --on-nan abort` with the
+    ovf package in `package_parent`: (core path, the run's stdout); skips where the kernel
+    writes none here."""
     with open("/proc/sys/kernel/core_pattern") as f:
         if f.read().strip() not in ("core", "core.%p"):
             pytest.skip("kernel cores do not go to the working directory here (core_pattern)")
@@ -474,13 +475,13 @@ def abort_core(tmp_path, package_parent=None, args=DIVERGE):
         [
             "sh",
             "-c",
-            f"ulimit -c unlimited && exec {PYTHON} -m ovf --on-nan abort {SCRIPT} {' '.join(args)}",
+            f"ulimit -c unlimited && exec {PYTHON} -m ovf --on-nan abort {script} {' '.join(args)}",
         ],
         cwd=tmp_path,
         env=env,
         capture_output=True,
         text=True,
-        timeout=TIMEOUT,
+        timeout=timeout,
     )
     assert out.returncode in (-signal.SIGABRT, 128 + signal.SIGABRT), out.stderr
     cores = [p for p in os.listdir(tmp_path) if p.startswith("core")]

@@ -110,6 +110,7 @@ def test_kernel_core_from_abort_mode(debugger, tmp_path):
     report = stdout[stdout.index("Last 21 forward frames:") :]
     post = debugger.run(["ovf status", "ovf frames", debugger.cut()], core=core)
     assert "detection: non-finite seen; batch 2;" in post and "on event: abort" in post
+    assert "torch.compile" not in post  # an eager run: nothing hidden by compiled code
     assert report.startswith(between(post, "Last 21 forward frames:"))
     # Cut short (a disk that filled up): the debugger loads what is there, ovf says what it
     # cannot read.

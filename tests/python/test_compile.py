@@ -110,8 +110,16 @@ def test_the_compiled_run_stops_at_the_same_module_as_the_eager_one():
     last = report.rstrip().splitlines()
     assert last[-5] == "                  0.fc Linear", last
     assert last[-1].endswith("      inf output"), last
-    # said once: what a compiled region hides
+    # said once: what a compiled region hides (on stderr when it first runs, and in the
+    # report after its frames, all 10 of them compiled: batch 0's 9 and 0.fc's)
     assert compiled.stderr.count("ovf: torch.compile: module frames inside compiled graphs") == 1
+    note = (
+        "ovf: 10 of 10 frames listed ran in torch.compile'd graphs: module frames are recorded "
+        "there; the ATen ops Inductor fuses into its kernels are not seen (--ops names eager ops "
+        "only)\n"
+    )
+    assert compiled.stdout.count("torch.compile") == 1 and "\n\n\n\n" + note in again, again
+    assert "torch.compile" not in eager.stdout + eager.stderr
 
 
 def test_ovf_changes_no_number_of_the_compiled_model():

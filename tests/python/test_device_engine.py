@@ -52,7 +52,8 @@ def _views(x):
     """The layouts a hook meets: contiguous, transposed, strided, broadcast,
     the lazy negative bit, a single element, empty."""
     m = x[:60].view(6, 10)
-    views = {"contiguous": m, "transposed": m.t(), "strided": x[::3], "expanded": x[:4].expand(3, 4)}
+    views = {"contiguous": m, "transposed": m.t(), "strided": x[::3]}
+    views["expanded"] = x[:4].expand(3, 4)
     if x.is_floating_point() or x.is_complex():
         views["negative bit"] = torch._neg_view(m) if hasattr(torch, "_neg_view") else -m
     views["one"] = x[5:6]

@@ -1,6 +1,7 @@
 """The ring decoder and the reference formatter on hand-built ring images:
 torn and overwritten slots, hostile names, bad headers, filters."""
 
+import json
 import math
 import os
 import struct
@@ -12,11 +13,12 @@ import pytest
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "plugin"))
 
-from ovf_plugin import commands  # noqa: E402
+from ovf_plugin import commands, summary  # noqa: E402
 from ovf_plugin.control import Control  # noqa: E402
 from ovf_plugin.session import Session  # noqa: E402
-from ovf_ring import layout, report  # noqa: E402
+from ovf_ring import layout, postmortem, report  # noqa: E402
 from ovf_ring.errors import OvfError  # noqa: E402
+from ovf_ring.event import last_event  # noqa: E402
 from ovf_ring.frames import walk_back  # noqa: E402
 from ovf_ring.ring import locate  # noqa: E402
 from ovf_ring.target import Target, TargetMemoryError  # noqa: E402
@@ -134,11 +136,15 @@ class RingBuilder:
     def marker(self):
         return self._append(layout.KIND_BATCH_START)
 
-    def frame(self, module, cls, lines):
-        """lines: [(label, kind, numel, nan, inf, abs_min, abs_max)]."""
+    def frame(self, module, cls, lines, flags=0):
+        """lines: [(label, kind, numel, nan, inf, abs_min, abs_max)]; flags: the FRAME's own
+        (FLAG_COMPILED)."""
         bad = layout.FLAG_NONFINITE if any(nan or inf for _, _, _, nan, inf, _, _ in lines) else 0
         head = self._append(
-            layout.KIND_FRAME, name_id=self.intern(module), label_id=self.intern(cls), flags=bad
+            layout.KIND_FRAME,
+            name_id=self.intern(module),
+            label_id=self.intern(cls),
+            flags=bad | flags,
         )
         for label, kind, numel, nan, inf, lo, hi in lines:
             flags = layout.FLAG_HAS_STATS | (layout.FLAG_NONFINITE if nan or inf else 0)
@@ -271,6 +277,69 @@ def test_listing_is_the_reference_format():
         "1.00e+00 3.00e+00 input[0]\n"
         "2.50e-01 6.00e+00 output\n"
     )
+
+
+UNSEEN = (
+    "module frames are recorded there; the ATen ops Inductor fuses into its kernels are not "
+    "seen (--ops names eager ops only)"
+)
+
+
+def compiled_batches(compiled=True):
+    """Batch 0 eager; in batch 1 the model runs compiled (its frames flagged so, when
+    `compiled`), and fc's output overflows there."""
+    b = RingBuilder()
+    b.marker()
+    for batch in range(2):
+        flags = layout.FLAG_COMPILED if batch and compiled else 0
+        b.frame("fc", "Linear", [("output", 4, 4, 0, batch, 0.25, 6.0)], flags)
+        b.frame("", "Net", [("output", 4, 4, 0, 0, 0.25, 6.0)], flags)
+        b.end_batch()
+    return b
+
+
+def test_status_and_frames_say_once_what_compiled_code_hides():
+    target = ImageTarget(compiled_batches().image())
+    status = commands.execute(Session(target), "status", [])
+    line = f"torch.compile: 2 of the last 4 frames ran in compiled graphs: {UNSEEN}\n"
+    assert status.count("torch.compile") == 1 and line in status, status
+    frames = listing(target)
+    note = f"ovf: 2 of 4 frames listed ran in torch.compile'd graphs: {UNSEEN}\n"
+    assert frames.startswith(note + "Last 4 forward frames:\n"), frames
+    assert listing(target, ["1"]).startswith(
+        f"ovf: 1 of 1 frame listed ran in torch.compile'd graphs: {UNSEEN}\nLast 1 forward"
+    )
+    # frames of the eager batch only: nothing to say
+    assert listing(target, ["--batch", "0"]).startswith("Last 2 forward frames:\n")
+    data = json.loads(listing(target, ["--json"]))
+    assert [f["compiled"] for f in data["frames"]] == [False, False, True, True]
+    assert data["notes"] == [note.strip()]
+    # python3 -m ovf.postmortem: in the summary when no frames are listed (--frames 0),
+    # else in the listing only
+    core = postmortem.Core("core", ring=locate(target))
+    assert postmortem.summary(core, ring_notes=True).endswith(line)
+    assert "torch.compile" not in postmortem.summary(core)
+    assert postmortem.frames(core) == frames
+
+
+def test_an_eager_ring_says_nothing_of_compiled_code():
+    target = ImageTarget(compiled_batches(compiled=False).image())
+    status = commands.execute(Session(target), "status", [])
+    assert "compile" not in status and "Inductor" not in status, status
+    assert listing(target).startswith("Last 4 forward frames:\n")
+
+
+def test_a_stop_in_a_compiled_frame_says_it_once():
+    b = compiled_batches()
+    inf_frame = 6  # batch 1's fc: after a marker, batch 0's two frames of two records, a marker
+    image = b.image(last_event_seq=inf_frame, last_event_kind=layout.STOP_INF)
+    ring = locate(ImageTarget(image))
+    text = summary.stop_summary(ring, last_event(ring))
+    assert text.count(UNSEEN) == 1, text
+    assert f"ovf: 1 of 2 frames listed ran in torch.compile'd graphs: {UNSEEN}\n" in text, text
+    eager = compiled_batches(compiled=False)
+    ring = locate(ImageTarget(eager.image(last_event_seq=inf_frame, last_event_kind=2)))
+    assert "compile" not in summary.stop_summary(ring, last_event(ring))
 
 
 def test_format_8_2e_is_pythons_for_the_reference_values():

@@ -6,7 +6,7 @@ armed for the next `run`.
 
 import datetime
 
-from ovf_ring import device, layout
+from ovf_ring import compiled, device, layout
 from ovf_ring.errors import OvfError
 from ovf_ring.event import describe_seq, last_event
 from ovf_ring.identity import process_text
@@ -74,6 +74,9 @@ def _ring_lines(ring):
     event = last_event(ring)
     if event is not None:
         out.append(f"last event: {_bits(event.bits)} at " + describe_seq(ring, event.seq))
+    unseen = compiled.status_line(ring)
+    if unseen:
+        out.append(unseen)
     return out
 
 

@@ -98,6 +98,9 @@ enum ovf_record_flags {
   // device mode); the stats fields are zero until the runtime rewrites the record.
   // FRAME: it holds such a line, so no event was judged for it yet.
   OVF_FLAG_PENDING = 1u << 12,
+  // FRAME: written from inside a torch.compile'd graph (ovf's custom op): the
+  // ATen ops Inductor fused into its kernels ran unseen in it.
+  OVF_FLAG_COMPILED = 1u << 13,
 };
 
 // One record: a frame header or one tensor line. `seq` is written last (release)

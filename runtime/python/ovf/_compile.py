@@ -13,7 +13,8 @@ inputs, outputs), at the point the graph computes it. What it does not see: the 
 ops Inductor fuses into its own kernels (--ops names eager ops only); keyword
 arguments of a compiled module (its positional tensor inputs are recorded); an
 output's structure (a dict or tuple of tensors is recorded as output[0], output[1],
-...). It says so once, when the first compiled frame runs.
+...). It says so once, when the first compiled frame runs; the frames' records carry
+OVF_FLAG_COMPILED, so that `ovf status`, `ovf frames` and the event report say it too.
 
 Registered as torch._dynamo is imported (ovf's import stays as light as before).
 """
@@ -79,7 +80,7 @@ def _register():
     ) -> None:
         _say_once()
         output = outputs[0] if len(outputs) == 1 else tuple(outputs)
-        _ovf.forward_hook(_module(key), tuple(inputs), output)
+        _ovf.compiled_forward_hook(_module(key), tuple(inputs), output)
 
     @module_enter.register_fake
     def _(key):

@@ -1,0 +1,48 @@
+"""A small model run under torch.compile (torch >= 2.5) that overflows on cue, for the tests
+of what ovf says about compiled code.
+
+    python3 compiled.py [--eager] [--steps N] [--inf-at BATCH]
+
+The first call runs eagerly, the later ones run the compiled model. --reference wraps
+the model in ovf.DebugUnderflowOverflow (explicit mode: under auto mode, `python3 -m ovf`
+or a debugger's `run`, the compiled graph's module frames are not recorded yet). From batch
+BATCH on (default 2) the input is scaled by 1e20, finite, and the Square module (model
+path "1") makes inf of it. --eager never compiles.
+"""
+
+import argparse
+
+import torch
+from torch import nn
+
+
+class Square(nn.Module):
+    def forward(self, x):
+        return x * x
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--inf-at", type=int, default=2, metavar="BATCH")
+    p.add_argument("--eager", action="store_true", help="do not compile")
+    p.add_argument("--reference", action="store_true", help="wrap in ovf.DebugUnderflowOverflow")
+    p.add_argument("--on-nan", default="raise", help="its on_nan (abort: a core)")
+    args = p.parse_args()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), Square(), nn.Linear(8, 1))
+    if args.reference:
+        import ovf
+
+        ovf.DebugUnderflowOverflow(model, on_nan=args.on_nan)
+    compiled = model if args.eager else torch.compile(model)
+    x = torch.randn(4, 8)
+    big = x * 1e20
+    for step in range(args.steps):
+        run = model if step == 0 else compiled
+        out = run(big if step >= args.inf_at else x)
+        print(f"step {step} out {out.sum().item():.4f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""What ovf says about torch.compile'd code, under gdb and LLDB: at a stop inside a compiled
+graph and from the kernel core of the same run, `ovf status` and `ovf frames` say once that
+the ops Inductor fused were not seen, as the runtime's own report does; for an eager run of
+the same script they say nothing of it. torch.compile with ovf needs torch >= 2.5 (the
+trixie leg runs these)."""
+
+import os
+import signal
+import subprocess
+
+import pytest
+import torch
+
+from harness import BUILD, CUT_MARK, PYTHON, TOP, clean_env
+
+VERSION = tuple(
+    int("".join(c for c in part if c.isdigit()) or 0) for part in torch.__version__.split(".")[:2]
+)
+pytestmark = pytest.mark.skipif(
+    VERSION < (2, 5),
+    reason=(
+        f"torch.compile with ovf needs torch >= 2.5 (here {torch.__version__}): "
+        "the trixie leg runs these"
+    ),
+)
+
+SCRIPT = os.path.join(TOP, "tests", "e2e", "scripts", "compiled.py")
+UNSEEN = (
+    "module frames are recorded there; the ATen ops Inductor fuses into its kernels are not "
+    "seen (--ops names eager ops only)"
+)
+# Batch 0 eager, batch 1 compiled (4 frames each: 0, 1, 2 and the root), batch 2 compiled up
+# to Square's inf in frame "1".
+STATUS = f"torch.compile: 6 of the last 10 frames ran in compiled graphs: {UNSEEN}\n"
+NOTE = f"ovf: 6 of 10 frames listed ran in torch.compile'd graphs: {UNSEEN}\n"
+TIMEOUT = 600  # the first compile of a process takes a while on 2 cores
+
+
+def _says_it_once(status, frames):
+    """`ovf status` and `ovf frames` (their outputs) each say it once."""
+    assert STATUS in status and status.count(UNSEEN) == 1, status
+    assert NOTE + "Last 10 forward frames:\n" in frames and frames.count(UNSEEN) == 1, frames
+
+
+ARGV = [PYTHON, SCRIPT, "--reference", "--on-nan", "abort"]
+
+
+def test_a_stop_inside_a_compiled_graph(debugger):
+    cut = debugger.cut()
+    out = debugger.run(
+        ["run", cut, "ovf status", cut, "ovf frames", cut, "kill"],
+        program=ARGV,
+        timeout=TIMEOUT,
+        env=clean_env(PYTHONPATH=os.path.join(BUILD, "python")),
+        inferior_traceback=True,
+    )
+    stop, status, frames, _ = out.split(CUT_MARK)
+    # the runtime's report said it, once, after its frames
+    assert stop.count(UNSEEN) == 1 and f"\n\n\n\n{NOTE}" in stop, stop
+    _says_it_once(status, frames)
+
+
+def test_a_kernel_core_of_a_compiled_run(debugger, tmp_path):
+    with open("/proc/sys/kernel/core_pattern") as f:
+        if f.read().strip() not in ("core", "core.%p"):
+            pytest.skip("kernel cores do not go to the working directory here (core_pattern)")
+    argv = " ".join(ARGV)
+    env = clean_env(PYTHONPATH=os.path.join(BUILD, "python"))
+    p = subprocess.run(
+        ["sh", "-c", f"ulimit -c unlimited && exec {argv}"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert p.returncode in (-signal.SIGABRT, 128 + signal.SIGABRT), p.stderr
+    assert p.stdout.count(UNSEEN) == 1 and f"\n\n\n\n{NOTE}" in p.stdout, p.stdout
+    cores = [name for name in os.listdir(tmp_path) if name.startswith("core")]
+    if not cores:
+        pytest.skip("no core file was written (core dumps disabled?)")
+    cut = debugger.cut()
+    out = debugger.run(["ovf status", cut, "ovf frames", cut], core=tmp_path / cores[0])
+    status, frames, _ = out.split(CUT_MARK)
+    _says_it_once(status, frames)
+
+
+def test_an_eager_run_says_nothing_of_compiled_code(debugger):
+    out = debugger.run(
+        ["run", "ovf status", "ovf frames", "kill"],
+        program=[*ARGV, "--eager"],
+        timeout=TIMEOUT,
+        env=clean_env(PYTHONPATH=os.path.join(BUILD, "python")),
+        inferior_traceback=True,
+    )
+    assert "                  1 Square\n" in out and "inf output" in out, out
+    assert "torch.compile" not in out and "Inductor" not in out, out
