@@ -2,7 +2,9 @@
 
 An ordinary mixed-precision training script (it does not import ovf): CUDA
 autocast to float16, a GradScaler, AdamW. It needs a CUDA GPU and a CUDA build
-of torch; without one it says so and exits with status 0.
+of torch; without one it says so and exits with status 0. Not yet run on a GPU
+under ovf: no GPU was available where ovf is built and tested (README.md, "Tensors
+on a GPU").
 
 The reference documentation shows google/mt5-small overflowing under fp16 in
 batch 0 at ``encoder.block.2.layer.1.dropout``: the gated-GELU feed-forward of

@@ -238,6 +238,19 @@ in_root() {
 t0=$(date +%s)
 in_root 'cmake -S /ovf -B /ovf/build -G Ninja -DPython_EXECUTABLE=/usr/bin/python3 && ninja -C /ovf/build -j2' \
   || { rc=$?; echo "$me: the build inside the $suite root failed (exit $rc)" >&2; exit "$rc"; }
+# The whole CUDA path against the real CUDA LibTorch (its files in $cuda_prefix): kernels,
+# torch glue, libovf_torch and the pybind11 module as shared libraries. Nothing runs (no
+# GPU here, and that torch cannot be imported without cuDNN); the check is that the glue
+# is in libovf_torch and that it links libc10_cuda. Its build tree lives under build/ so
+# that it is kept between runs.
+cuda_lib=$cuda_prefix/usr/lib/x86_64-linux-gnu
+in_root "cmake -S /ovf -B /ovf/build/cuda-libtorch -G Ninja -DPython_EXECUTABLE=/usr/bin/python3 \
+    -DTorch_DIR=$cuda_lib/cmake/Torch -DCMAKE_LIBRARY_PATH=$cuda_lib -DOVF_WITH_CUDA=ON >/dev/null \
+  && ninja -C /ovf/build/cuda-libtorch -j2 ovf_torch _ovf \
+  && nm -DC /ovf/build/cuda-libtorch/python/ovf/libovf_torch.so | grep -q 'ovf::cuda::FrameStats::enqueue' \
+  && readelf -d /ovf/build/cuda-libtorch/python/ovf/libovf_torch.so | grep -q 'libc10_cuda.so'" \
+  || { rc=$?; echo "$me: the CUDA build against the CUDA LibTorch failed (exit $rc)" >&2; exit "$rc"; }
+echo "$me: CUDA kernels, torch glue, libovf_torch and _ovf built against the CUDA LibTorch"
 t1=$(date +%s)
 echo "$me: build inside the root: $((t1 - t0)) s"
 rc=0

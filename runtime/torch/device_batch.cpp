@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/version.h>
@@ -16,7 +17,7 @@ namespace {
 // to autograd and autocast, and to Python dispatch modes (a TorchDispatchMode
 // in the user's program would see where(finite, |x|, inf) make an inf).
 struct OwnOpsGuard {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   at::DisableRecordFunctionGuard no_observer;
   c10::impl::ExcludeDispatchKeyGuard no_autocast{c10::autocast_dispatch_keyset};
   c10::impl::ExcludeDispatchKeyGuard no_python{
