@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <vector>
 
@@ -82,7 +83,13 @@ class CudaGroup : public DeviceGroupBackend {
     if (submitted_) stats_->wait();
   }
   Stats result(int index) override {
-    return submitted_ ? stats_->result(index) : Stats{};  // has_stats false: "no data"
+    if (!submitted_) return Stats{};  // has_stats false: "no data"
+    Stats s = stats_->result(index);
+    // OVF_TEST_CUDA_DISAGREE: a test makes the backend wrong on purpose, so
+    // that the first-use self-check must reject it (tests/python/test_gpu.py).
+    static const bool disagree = std::getenv("OVF_TEST_CUDA_DISAGREE") != nullptr;
+    if (disagree) s.zero_count += 1;
+    return s;
   }
 
  private:

@@ -271,8 +271,8 @@ uint32_t diagnose_producer(const PendingOp& op, const Stats& output, ovf_dtype d
   for (int32_t index : op.operands) {
     Operand operand;
     TensorView view;
-    if (index >= 0 && readable_view(op.inputs[index], &view)) {
-      operand.stats = compute_stats_cpu(view);
+    if (index >= 0 && stats_view(op.inputs[index], &view)) {
+      operand.stats = tensor_stats(op.inputs[index], view);
       operand.dtype = view.dtype;
     }
     operands.push_back(operand);
@@ -305,7 +305,7 @@ Stats output_stats(const PendingOp& op, const at::Tensor& out, const TensorView&
       }
     }
   }
-  const Stats stats = found != nullptr ? found->stats : compute_stats_cpu(view);
+  const Stats stats = found != nullptr ? found->stats : tensor_stats(out, view);
   if (version && parent != nullptr && parent->scanned.size() < kMaxScanned)
     parent->scanned.push_back({c10::weak_intrusive_ptr<c10::TensorImpl>(out.getIntrusivePtr()),
                                *version, view.data, stats});
@@ -331,7 +331,7 @@ void record_outputs(const at::RecordFunction& fn, PendingOp& op, PendingOp* pare
     if (!op.facts->in_place && aliases_an_input(out, op)) continue;
     supersede_held(op, out);
     TensorView view;
-    if (!readable_view(out, &view)) continue;
+    if (!stats_view(out, &view)) continue;
     const Stats s = output_stats(op, out, view, parent);
     uint32_t role = 0;
     if (s.nonfinite()) {

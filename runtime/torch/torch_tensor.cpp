@@ -83,27 +83,26 @@ void add_tensor_line(FrameBuilder& frame, ovf_record_kind kind, uint32_t label,
   }
 }
 
+bool stats_view(const at::Tensor& t, TensorView* view) {
+  return uses_device_engine(t) ? device_view(t, view) : readable_view(t, view);
+}
+
+Stats tensor_stats(const at::Tensor& t, const TensorView& view) {
+  return uses_device_engine(t) ? device_stats_now(t, view.dtype) : compute_stats_cpu(view);
+}
+
 ovf_record tensor_line(ovf_record_kind kind, uint32_t label_id, const at::Tensor& t,
                        uint32_t flags) {
   TensorView view;
   Stats stats;
-  if (uses_device_engine(t)) {
-    if (!device_view(t, &view) || !(stats = device_stats_now(t, view.dtype)).has_stats)
-      return make_value_line(kind, label_id, flags | OVF_FLAG_NO_DATA);
-  } else if (readable_view(t, &view)) {
-    stats = compute_stats_cpu(view);
-  } else {
+  if (!stats_view(t, &view) || !(stats = tensor_stats(t, view)).has_stats)
     return make_value_line(kind, label_id, flags | OVF_FLAG_NO_DATA);
-  }
   return make_line(kind, label_id, stats, view.dtype, device_of(t), flags);
 }
 
 bool tensor_nonfinite(const at::Tensor& t) {
   TensorView view;
-  if (uses_device_engine(t)) {
-    return device_view(t, &view) && device_stats_now(t, view.dtype).nonfinite();
-  }
-  return readable_view(t, &view) && compute_stats_cpu(view).nonfinite();
+  return stats_view(t, &view) && tensor_stats(t, view).nonfinite();
 }
 
 }  // namespace ovf

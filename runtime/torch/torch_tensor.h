@@ -21,6 +21,12 @@ bool device_view(const at::Tensor& tensor, TensorView* view);
 // The same, for a tensor whose memory this process can read on the CPU.
 bool readable_view(const at::Tensor& tensor, TensorView* view);
 
+// The view of `tensor` that the engine computing its statistics reads
+// (device_view for the device engine, readable_view for the CPU engine).
+bool stats_view(const at::Tensor& tensor, TensorView* view);
+// Its statistics by that engine (a device's waited for); `view` from stats_view.
+Stats tensor_stats(const at::Tensor& tensor, const TensorView& view);
+
 // A tensor's statistics as a line of `kind` (make_line), or a "no data" line
 // when its memory cannot be read. A device tensor's come from the device
 // engine, waited for (one synchronisation: ops, gradients, steps, checkpoints).

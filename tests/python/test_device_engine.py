@@ -176,3 +176,22 @@ def test_the_command_line_and_environment_name_a_bad_device_mode():
         capture_output=True, text=True, timeout=120, env=env,
     )
     assert p.returncode == 2 and "--device-mode: invalid choice: 'sometimes'" in p.stderr
+
+
+def test_op_level_mode_gives_the_same_verdict_through_the_device_engine():
+    # Ops' outputs of a device tensor are computed by the device engine and
+    # waited for: the same report as the CPU engine's, op and module named.
+    def run(**extra):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OVF_")}
+        env.update(PYTHONPATH=PACKAGE_PARENT, OPENBLAS_NUM_THREADS="1", **extra)
+        script = os.path.join(REPO, "examples", "log_negative.py")
+        p = subprocess.run(
+            ["/usr/bin/python3", "-m", "ovf", "--ops", script],
+            capture_output=True, text=True, timeout=300, env=env,
+        )
+        assert p.returncode == 1, p.stderr[-2000:]
+        return p.stdout
+
+    cpu = run()
+    assert "aten::log" in cpu
+    assert run(OVF_TEST_DEFER="0") == cpu
