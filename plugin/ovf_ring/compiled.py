@@ -25,22 +25,26 @@ def is_compiled(frame):
 def note(frames):
     """ "ovf: K of N frames listed ran in torch.compile'd graphs: ..." for a
     listing of `frames`, or None when none of them is compiled."""
-    compiled = sum(map(is_compiled, frames))
-    if not compiled:
+    counted = _count(frames)
+    if counted is None:
         return None
-    listed = _frames(len(frames))
-    return f"ovf: {compiled} of {listed} listed ran in torch.compile'd graphs: {UNSEEN}"
+    return f"ovf: {counted} listed ran in torch.compile'd graphs: {UNSEEN}"
 
 
 def status_line(ring):
     """`ovf status`'s line over the frames `ovf frames` would list (the runtime's
     max_frames_to_save newest), or None when none of them is compiled."""
     frames = walk_back(ring, ring.header.max_frames_to_save or 21).frames
-    compiled = sum(map(is_compiled, frames))
-    if not compiled:
+    counted = _count(frames, "the last ")
+    if counted is None:
         return None
-    last = _frames(len(frames))
-    return f"torch.compile: {compiled} of the last {last} ran in compiled graphs: {UNSEEN}"
+    return f"torch.compile: {counted} ran in compiled graphs: {UNSEEN}"
+
+
+def _count(frames, before=""):
+    """ "K of N frames" (N after `before`), or None when no frame is compiled."""
+    compiled = sum(map(is_compiled, frames))
+    return f"{compiled} of {before}{_frames(len(frames))}" if compiled else None
 
 
 def _frames(n):
