@@ -44,7 +44,7 @@ TensorStatsBatch::~TensorStatsBatch() {
 }
 
 int TensorStatsBatch::add(const at::Tensor& t, ovf_dtype dtype) {
-  entries_.push_back({t, dtype, static_cast<uint64_t>(t.numel())});
+  entries_.push_back({t, dtype, static_cast<uint64_t>(t.numel()), negates_infinities(t)});
   return static_cast<int>(entries_.size()) - 1;
 }
 
@@ -163,8 +163,8 @@ void TensorStatsBatch::finish() {
         ++row;
         continue;
       }
-      const Stats portable =
-          stats_from_row(group.host_rows[row++].contiguous().data_ptr<double>(), e.numel);
+      const Stats portable = stats_from_row(group.host_rows[row++].contiguous().data_ptr<double>(),
+                                            e.numel, e.swap_infinities);
       same = same && same_stats(group.cuda->result(e.position), portable);
     }
     cuda_record_check(group.device.index(), same);
@@ -190,7 +190,8 @@ Stats TensorStatsBatch::result(int index) {
   if (e.on_cuda_backend) return group.cuda ? group.cuda->result(e.position) : failed(e.numel);
   if (!group.host_rows.defined()) return failed(e.numel);
   const double* rows = group.host_rows.data_ptr<double>();
-  return stats_from_row(rows + static_cast<size_t>(e.position) * kPortableColumns, e.numel);
+  return stats_from_row(rows + static_cast<size_t>(e.position) * kPortableColumns, e.numel,
+                        e.swap_infinities);
 }
 
 uint64_t TensorStatsBatch::underflow(int index) {

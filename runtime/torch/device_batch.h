@@ -56,8 +56,9 @@ class TensorStatsBatch : public DeviceStatsBatch {
     at::Tensor tensor;  // until submit()
     ovf_dtype dtype;
     uint64_t numel;
-    int group = -1;     // the group that computes it
-    int position = -1;  // its index inside the group's results
+    bool swap_infinities = false;  // portable rows of a negated real tensor
+    int group = -1;                // the group that computes it
+    int position = -1;             // its index inside the group's results
     bool on_cuda_backend = false;
   };
   struct Group {

@@ -20,13 +20,7 @@ int test_defer_polls() {
   return polls;
 }
 
-}  // namespace
-
-bool uses_device_engine(const at::Tensor& t) {
-  if (!t.defined()) return false;
-  return !t.device().is_cpu() || test_defer_polls() >= 0;
-}
-
+// The frame's batch, made at its first device tensor.
 std::shared_ptr<DeviceStatsBatch> frame_batch(FrameBuilder& frame) {
   PendingLines& pending = frame.pending();
   if (!pending.batch) {
@@ -34,6 +28,13 @@ std::shared_ptr<DeviceStatsBatch> frame_batch(FrameBuilder& frame) {
         std::make_shared<TensorStatsBatch>(headroom_dtype(), std::max(test_defer_polls(), 0));
   }
   return pending.batch;
+}
+
+}  // namespace
+
+bool uses_device_engine(const at::Tensor& t) {
+  if (!t.defined()) return false;
+  return !t.device().is_cpu() || test_defer_polls() >= 0;
 }
 
 void add_device_line(FrameBuilder& frame, ovf_record_kind kind, uint32_t label,

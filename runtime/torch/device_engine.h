@@ -24,10 +24,6 @@ void add_device_line(FrameBuilder& frame, ovf_record_kind kind, uint32_t label_i
 // A device tensor's statistics, waited for (has_stats false: not computed).
 Stats device_stats_now(const at::Tensor& tensor, ovf_dtype dtype);
 
-// The frame's batch and its newest line's result index, for the weight cache
-// (it keeps the batch and reads the result once it arrived).
-std::shared_ptr<DeviceStatsBatch> frame_batch(FrameBuilder& frame);
-
 }  // namespace ovf
 
 #endif  // OVF_DEVICE_ENGINE_H

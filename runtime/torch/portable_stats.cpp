@@ -29,7 +29,9 @@ at::ScalarType work_type(ovf_dtype dtype) {
 }  // namespace
 
 at::Tensor portable_stats_row(const at::Tensor& t, ovf_dtype dtype, ovf_dtype headroom) {
-  at::Tensor v = t.is_neg() ? t.resolve_neg() : t;
+  // The lazy negative bit is taken off, not resolved (resolving runs neg(),
+  // which float8 types lack): the caller swaps the infinities' signs back.
+  at::Tensor v = t.is_neg() ? at::_neg_view(t) : t;
   if (v.is_complex()) {
     // |z| as std::abs gives it (hypot in double, rounded to the part's type):
     // torch's own abs of complex64 overflows and underflows where hypot does not.
@@ -63,13 +65,13 @@ at::Tensor portable_stats_row(const at::Tensor& t, ovf_dtype dtype, ovf_dtype he
   return at::stack(row);
 }
 
-Stats stats_from_row(const double* row, uint64_t numel) {
+Stats stats_from_row(const double* row, uint64_t numel, bool swap_infinities) {
   Stats s;
   s.has_stats = true;
   s.numel = numel;
   s.nan_count = static_cast<uint64_t>(row[kNanCount]);
-  s.pos_inf_count = static_cast<uint64_t>(row[kPosInfCount]);
-  s.neg_inf_count = static_cast<uint64_t>(row[kNegInfCount]);
+  s.pos_inf_count = static_cast<uint64_t>(row[swap_infinities ? kNegInfCount : kPosInfCount]);
+  s.neg_inf_count = static_cast<uint64_t>(row[swap_infinities ? kPosInfCount : kNegInfCount]);
   s.zero_count = static_cast<uint64_t>(row[kZeroCount]);
   s.subnormal_count = static_cast<uint64_t>(row[kSubnormalCount]);
   s.abs_min = row[kAbsMin];
@@ -77,6 +79,8 @@ Stats stats_from_row(const double* row, uint64_t numel) {
   s.abs_min_nonzero = row[kAbsMinNonzero];
   return s;
 }
+
+bool negates_infinities(const at::Tensor& t) { return t.is_neg() && !t.is_complex(); }
 
 Stats empty_stats() {
   Stats s;

@@ -26,13 +26,19 @@ enum PortableColumn {
 };
 
 // Enqueues the ops for a non-empty strided tensor of a dtype ovf reads; a
-// float64 row of kPortableColumns values on the tensor's device. `headroom`:
+// float64 row of kPortableColumns values on the tensor's device. A tensor with
+// torch's lazy negative bit is read as stored: see swap_infinities below. `headroom`:
 // the dtype the underflow count is measured against (OVF_DTYPE_UNKNOWN: none).
 // Call with op observation, autograd and autocast off (device_batch.cpp does).
 at::Tensor portable_stats_row(const at::Tensor& tensor, ovf_dtype dtype, ovf_dtype headroom);
 
-// The row (on the host) as Stats of a tensor of `numel` elements.
-Stats stats_from_row(const double* row, uint64_t numel);
+// The row (on the host) as Stats of a tensor of `numel` elements;
+// `swap_infinities` for a real tensor with the negative bit (negates_infinities).
+Stats stats_from_row(const double* row, uint64_t numel, bool swap_infinities);
+
+// Whether a tensor's row counts its +inf as -inf and back: the negative bit of
+// a real tensor (|-z| = |z| for a complex one).
+bool negates_infinities(const at::Tensor& tensor);
 
 // The Stats of a tensor with no elements, as the CPU engine gives them.
 Stats empty_stats();

@@ -34,7 +34,10 @@ def _bit_patterns(dtype, n, generator):
         x = torch.randint(low, high, (n,), generator=generator, dtype=holder).view(dtype)
         planted = [math.nan, math.inf, -math.inf, 0.0, -0.0, torch.finfo(dtype).tiny / 2]
         for i, value in enumerate(planted):
-            x[i * 7 % n] = value
+            try:
+                x[i * 7 % n] = value
+            except RuntimeError:  # float8_e4m3fn has no infinity
+                pass
         return x
     info = torch.iinfo(dtype)
     return torch.randint(info.min, info.max, (n,), generator=generator, dtype=torch.int64).to(
