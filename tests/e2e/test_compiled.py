@@ -5,13 +5,14 @@ the same script they say nothing of it. torch.compile with ovf needs torch >= 2.
 trixie leg runs these)."""
 
 import os
+import re
 import signal
 import subprocess
 
 import pytest
 import torch
 
-from harness import BUILD, CUT_MARK, PYTHON, TOP, clean_env
+from harness import BUILD, CUT_MARK, PYTHON, TOP, clean_env, stop_summary
 
 VERSION = tuple(
     int("".join(c for c in part if c.isdigit()) or 0) for part in torch.__version__.split(".")[:2]
@@ -83,6 +84,20 @@ def test_a_kernel_core_of_a_compiled_run(debugger, tmp_path):
     out = debugger.run(["ovf status", cut, "ovf frames", cut], core=tmp_path / cores[0])
     status, frames, _ = out.split(CUT_MARK)
     _says_it_once(status, frames)
+
+
+def test_break_on_nan_stops_inside_a_compiled_graph_with_the_eager_name(debugger):
+    # Auto mode (the debugger's run): the script only calls torch.compile's wrapper
+    # after its first, eager, call; the stop is in the compiled graph, at Square.
+    out = debugger.run(
+        ["ovf break-on-nan", "run", "kill"],
+        program=[PYTHON, SCRIPT],
+        timeout=TIMEOUT,
+        env=clean_env(PYTHONPATH=os.path.join(BUILD, "python")),
+    )
+    assert stop_summary(out) == ("first non-finite value (inf)", 2, "1", "Square")
+    assert re.search(r"^ovf: \d+ of \d+ frames listed ran in torch.compile'd graphs: ", out, re.M)
+    assert "_orig_mod" not in out and "OptimizedModule" not in out, out
 
 
 def test_an_eager_run_says_nothing_of_compiled_code(debugger):

@@ -122,6 +122,37 @@ def test_the_compiled_run_stops_at_the_same_module_as_the_eager_one():
     assert "torch.compile" not in eager.stdout + eager.stderr
 
 
+@pytest.mark.parametrize(
+    "activate",
+    [
+        "d = ovf.DebugUnderflowOverflow(model)\nc = torch.compile(model)",
+        # auto mode (python3 -m ovf, a debugger's run): only the wrapper is called
+        "from ovf import _auto\n_auto.enable()\nc = torch.compile(model)",
+    ],
+    ids=["explicit", "auto"],
+)
+@pytest.mark.parametrize("grad", ["enable_grad", "no_grad"])
+def test_a_compiled_forward_is_seen_with_its_eager_names(activate, grad):
+    # no_grad compiles an inference graph, whose effect tokens are sunk, not
+    # returned; auto mode meets torch.compile's wrapper (OptimizedModule) first.
+    p = run(
+        activate
+        + f"""
+        with torch.{grad}():
+            c(x)
+            c(bad)
+        """.replace("\n        ", "\n")
+    )
+    assert p.returncode == 1 and "ovf.NonFiniteError: DebugUnderflowOverflow" in p.stderr, (
+        p.stdout + p.stderr
+    )
+    report = p.stdout[p.stdout.index("Detected inf/nan during batch_number=1") :].splitlines()
+    headers = [i for i, line in enumerate(report) if line.startswith(" " * 18)]
+    assert report[headers[-1]] == " " * 18 + "0.fc Linear", report
+    assert report[headers[-1] + 4].endswith("      inf output"), report
+    assert "_orig_mod" not in p.stdout and "OptimizedModule" not in p.stdout
+
+
 def test_ovf_changes_no_number_of_the_compiled_model():
     p = run(
         """

@@ -15,10 +15,27 @@ _batch_root = None
 _enabled = False
 
 
+def _compiled_model(module):
+    """The model a torch.compile wrapper (OptimizedModule) runs, or None: the wrapper
+    is not a module of the program's own, and the model's modules keep their eager
+    names (no `_orig_mod.`)."""
+    inner = getattr(module, "_orig_mod", None)
+    if type(module).__name__ == "OptimizedModule" and isinstance(inner, torch.nn.Module):
+        return inner
+    return None
+
+
 def discover(module, becomes_batch_root=None):
     """Names `module` and its submodules; called by the C++ pre-hook on first sight.
     It becomes the batch root when it is the largest root seen (or when told)."""
     global _batch_root
+    inner = _compiled_model(module)
+    if inner is not None:
+        # The wrapper stays unwatched (the pre-hook asks again at each call): name its
+        # model once, then nothing.
+        if not _ovf.is_watched(inner):
+            discover(inner, becomes_batch_root)
+        return
     named = list(module.named_modules())
     if becomes_batch_root is None:
         becomes_batch_root = _batch_root is None or len(named) > _root_sizes.get(_batch_root, 0)

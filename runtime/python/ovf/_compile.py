@@ -92,6 +92,10 @@ def _register():
 
     for op in (torch.ops.ovf.module_enter.default, torch.ops.ovf.module_frame.default):
         _register_effectful_op(op, _EffectType.ORDERED)
+    # An inference graph (torch.no_grad) sinks the effect tokens instead of returning
+    # them, and dead-code elimination then drops every with_effects call, ovf's ops
+    # with them (torch 2.6): the calls are side effects of their own.
+    torch.fx.node.has_side_effect(torch.ops.higher_order.with_effects)
 
     # (A module ovf never named has no key: its frame is not recorded.)
     @dynamo.substitute_in_graph(_ovf.forward_pre_hook, skip_signature_check=True)

@@ -4,8 +4,8 @@ of what ovf says about compiled code.
     python3 compiled.py [--eager] [--steps N] [--inf-at BATCH]
 
 The first call runs eagerly, the later ones run the compiled model. --reference wraps
-the model in ovf.DebugUnderflowOverflow (explicit mode: under auto mode, `python3 -m ovf`
-or a debugger's `run`, the compiled graph's module frames are not recorded yet). From batch
+the model in ovf.DebugUnderflowOverflow (explicit mode; without it, `python3 -m ovf` or a
+debugger's `run` watches it in auto mode). From batch
 BATCH on (default 2) the input is scaled by 1e20, finite, and the Square module (model
 path "1") makes inf of it. --eager never compiles.
 """
