@@ -33,6 +33,10 @@ bool writes_no_values(const char* name) {
                        "aten::squeeze_", "aten::unsqueeze_"});
 }
 
+bool writes_zeros(const char* name) {
+  return one_of(name, {"aten::zero_", "aten::zeros", "aten::zeros_like", "aten::new_zeros"});
+}
+
 // In-place ops that overwrite their `self` whatever it held.
 bool overwrites_self(const char* name) {
   return one_of(name, {"aten::copy_", "aten::fill_", "aten::zero_", "aten::normal_",
@@ -45,6 +49,7 @@ OpFacts learn(const at::RecordFunction& fn) {
   const char* name = fn.name();
   facts.name_id = intern(name);
   facts.writes_no_values = writes_no_values(name);
+  facts.writes_zeros = writes_zeros(name);
   const auto op = fn.operator_name();
   facts.in_place = ends_with(name, "_") || (op && op->overload_name == "out");
   if (op) {

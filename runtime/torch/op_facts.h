@@ -15,6 +15,9 @@ struct OpFacts {
   bool writes_no_values =
       false;              // its outputs hold no values yet (empty, resize_, views made in place)
   bool in_place = false;  // "aten::add_", or an out= overload: its output is an input it writes
+  // Its outputs hold zeros only (zero_, zeros, zeros_like, new_zeros) and so
+  // does the fill_ it runs inside it: their statistics need no read.
+  bool writes_zeros = false;
   // Per input position: whether the op writes that argument (schema alias info,
   // e.g. native_batch_norm's running_var) and whether the old values flow into
   // the result (add_ yes; copy_, fill_, zero_ and out= arguments no). Inputs are

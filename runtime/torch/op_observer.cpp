@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -289,6 +290,18 @@ c10::optional<uint32_t> version_of(const at::Tensor& t) {
   return counter.current_version();
 }
 
+// The statistics of `numel` zeros, as the CPU engine would give them.
+Stats zero_stats(uint64_t numel) {
+  Stats s;
+  s.has_stats = true;
+  s.numel = numel;
+  s.zero_count = numel;
+  s.abs_min = numel ? 0.0 : std::numeric_limits<double>::infinity();
+  s.abs_max = 0.0;
+  s.abs_min_nonzero = std::numeric_limits<double>::infinity();
+  return s;
+}
+
 constexpr size_t kMaxScanned = 64;  // per op: enough for any composite op's results
 
 // The output's statistics: a nested op's scan of the very same tensor, or a new one.
@@ -332,7 +345,11 @@ void record_outputs(const at::RecordFunction& fn, PendingOp& op, PendingOp* pare
     supersede_held(op, out);
     TensorView view;
     if (!stats_view(out, &view)) continue;
-    const Stats s = output_stats(op, out, view, parent);
+    // Zeros need no read (optimizer.zero_grad() zeroes every gradient each step).
+    const bool zeros = op.facts->writes_zeros ||
+                       (parent != nullptr && parent->facts->writes_zeros && op.facts->in_place);
+    const Stats s = zeros ? zero_stats(static_cast<uint64_t>(out.numel()))
+                          : output_stats(op, out, view, parent);
     uint32_t role = 0;
     if (s.nonfinite()) {
       if (!judged) judge_read_inputs(op);
