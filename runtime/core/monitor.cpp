@@ -170,15 +170,19 @@ void Monitor::begin_root_forward() {
 
 // ---------------------------------------------------------------- the commit step
 
-Monitor::Committed Monitor::commit(ovf_record* records, uint32_t count,
-                                   const CommitRequest& request) {
+Monitor::Committed Monitor::append(ovf_record* records, uint32_t count, uint64_t batch) {
   const uint64_t timestamp = now_ns();
   for (uint32_t i = 0; i < count; ++i) {
-    records[i].batch = request.batch;
+    records[i].batch = batch;
     records[i].timestamp_ns = timestamp;
   }
-  Committed out{append_records(records, count), 0, 0};
-  out.end = out.first + count;
+  const uint64_t first = append_records(records, count);
+  return {first, first + count, 0};
+}
+
+Monitor::Committed Monitor::commit(ovf_record* records, uint32_t count,
+                                   const CommitRequest& request) {
+  Committed out = append(records, count, request.batch);
   out.events = detect(out, records, count, request);
   return out;
 }
@@ -408,13 +412,7 @@ Response Monitor::finish_frame(FrameBuilder& frame) {
                   {context.batch, raw, (header.flags & OVF_FLAG_PRODUCER) != 0, header.name_id});
   } else {
     // Appended now, in the order frames ran; judged when its statistics arrive.
-    const uint64_t timestamp = now_ns();
-    for (ovf_record& r : records) {
-      r.batch = context.batch;
-      r.timestamp_ns = timestamp;
-    }
-    done.first = append_records(records.data(), static_cast<uint32_t>(records.size()));
-    done.end = done.first + records.size();
+    done = append(records.data(), static_cast<uint32_t>(records.size()), context.batch);
     deferred_.push_back({records, std::move(pending), context});
     pending.clear();
   }
@@ -457,12 +455,11 @@ Response Monitor::judge_deferred(DeferredFrame& frame, bool can_raise, bool quie
   // The ring gets the arrived statistics and flags in place, under the
   // sequence numbers the frame was given when it ran.
   for (const ovf_record& r : records) rewrite_record(r);
-  const Committed span{records.front().seq, records.front().seq + records.size(), 0};
   const ovf_record& header = records.front();
-  const Committed done{
-      span.first, span.end,
-      detect(span, records.data(), static_cast<uint32_t>(records.size()),
-             {frame.context.batch, raw, (header.flags & OVF_FLAG_PRODUCER) != 0, header.name_id})};
+  Committed done{header.seq, header.seq + records.size(), 0};
+  done.events =
+      detect(done, records.data(), static_cast<uint32_t>(records.size()),
+             {frame.context.batch, raw, (header.flags & OVF_FLAG_PRODUCER) != 0, header.name_id});
   return answer_frame(records, frame.context, done, can_raise, quiet);
 }
 

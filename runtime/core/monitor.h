@@ -111,6 +111,8 @@ class Monitor {
     uint32_t events;  // stop bits that fired
   };
   Committed commit(ovf_record* records, uint32_t count, const CommitRequest& request);
+  // The commit step's first half: stamped with `batch` and the time, appended.
+  Committed append(ovf_record* records, uint32_t count, uint64_t batch);
   // The commit step's second half, for records already in the ring.
   uint32_t detect(const Committed& span, const ovf_record* records, uint32_t count,
                   const CommitRequest& request);

@@ -77,7 +77,6 @@ void TensorStatsBatch::submit_group(Group& group) {
     // The CUDA backend takes what it can read; the rest (and, while the
     // backend is on trial, everything again) goes through the portable ops.
     group.trial = group.cuda && cuda_needs_check(group.device.index());
-    const bool trial = group.trial;
     std::vector<at::Tensor> rows;
     for (int i : group.entries) {
       Entry& e = entries_[i];
@@ -85,7 +84,7 @@ void TensorStatsBatch::submit_group(Group& group) {
         e.on_cuda_backend = true;
         e.position = static_cast<int>(group.cuda_entries.size());
         group.cuda_entries.push_back(i);
-        if (!trial) continue;
+        if (!group.trial) continue;
       }
       if (!e.on_cuda_backend) e.position = static_cast<int>(rows.size());
       rows.push_back(portable_stats_row(e.tensor, e.dtype, headroom_));

@@ -41,23 +41,27 @@ at::Tensor portable_stats_row(const at::Tensor& t, ovf_dtype dtype, ovf_dtype he
   // Integers take abs() in their own type, as the reference does: the most
   // negative value wraps around to itself (-128 for int8) in the CPU engine too.
   const bool integer = !is_floating(dtype) && dtype != OVF_DTYPE_BOOL;
-  const at::Tensor a = (integer ? v.abs() : v.to(work_type(dtype)).abs()).to(work_type(dtype));
-  v = v.to(work_type(dtype));
+  const at::Tensor cast = v.to(work_type(dtype));
+  const at::Tensor a = integer ? v.abs().to(work_type(dtype)) : cast.abs();
   const double inf = std::numeric_limits<double>::infinity();
   const at::Tensor finite = a.isfinite();
   const at::Tensor finite_nonzero = finite.logical_and(a.ne(0));
-  const double min_normal = dtype_min_normal(dtype);
-  const double headroom_normal = headroom == OVF_DTYPE_UNKNOWN ? 0 : dtype_min_normal(headroom);
+  // (a wrapped integer minimum, -128 for int8, is negative: never subnormal)
+  const at::Tensor finite_positive = finite.logical_and(a.gt(0));
+  const at::Tensor underflow =
+      headroom == OVF_DTYPE_UNKNOWN
+          ? at::zeros({}, a.options().dtype(at::kLong))
+          : finite_positive.logical_and(a.lt(dtype_min_normal(headroom))).sum();
   const at::Tensor columns[kPortableColumns] = {
-      v.isnan().sum(),
-      v.isposinf().sum(),
-      v.isneginf().sum(),
+      cast.isnan().sum(),
+      cast.isposinf().sum(),
+      cast.isneginf().sum(),
       a.eq(0).sum(),
-      finite.logical_and(a.gt(0)).logical_and(a.lt(min_normal)).sum(),
+      finite_positive.logical_and(a.lt(dtype_min_normal(dtype))).sum(),
       at::where(finite, a, at::scalar_tensor(inf, a.options())).min(),
       at::where(finite, a, at::scalar_tensor(0.0, a.options())).max(),
       at::where(finite_nonzero, a, at::scalar_tensor(inf, a.options())).min(),
-      finite.logical_and(a.gt(0)).logical_and(a.lt(headroom_normal)).sum(),
+      underflow,
   };
   std::vector<at::Tensor> row;
   row.reserve(kPortableColumns);

@@ -5,6 +5,21 @@
 #include "torch_tensor.h"
 
 namespace ovf {
+namespace {
+
+int64_t version_of(const at::Tensor& t) {
+  return t.is_inference() ? -1 : static_cast<int64_t>(t._version());
+}
+
+}  // namespace
+
+void WeightCache::Entry::remember(const at::Tensor& t, const TensorView& view, int64_t v) {
+  impl = t.unsafeGetTensorImpl();
+  data = view.data;
+  version = v;
+  dtype = view.dtype;
+  device = device_of(t);
+}
 
 void WeightCache::add_line(FrameBuilder& frame, uint32_t label, const at::Tensor& t) {
   if (uses_device_engine(t)) {
@@ -16,17 +31,12 @@ void WeightCache::add_line(FrameBuilder& frame, uint32_t label, const at::Tensor
     frame.add_value(OVF_KIND_WEIGHT, label, OVF_FLAG_NO_DATA);
     return;
   }
-  const int64_t version = t.is_inference() ? -1 : static_cast<int64_t>(t._version());
+  const int64_t version = version_of(t);
   Entry& cache = entries_[label];
-  const bool fresh = version >= 0 && cache.impl == t.unsafeGetTensorImpl() &&
-                     cache.data == view.data && cache.version == version;
+  const bool fresh = cache.describes(t, view, version);
   if (!fresh) {
-    cache.impl = t.unsafeGetTensorImpl();
-    cache.data = view.data;
-    cache.version = version;
+    cache.remember(t, view, version);
     cache.stats = compute_stats_cpu(view);
-    cache.dtype = view.dtype;
-    cache.device = device_of(t);
   }
   frame.add_stats(OVF_KIND_WEIGHT, label, cache.stats, cache.dtype, cache.device,
                   fresh ? OVF_FLAG_WEIGHT_CACHED : 0);
@@ -46,12 +56,10 @@ void WeightCache::add_device_line(FrameBuilder& frame, uint32_t label, const at:
     frame.add_value(OVF_KIND_WEIGHT, label, OVF_FLAG_NO_DATA);
     return;
   }
-  const int64_t version = t.is_inference() ? -1 : static_cast<int64_t>(t._version());
+  const int64_t version = version_of(t);
   Entry& cache = entries_[label];
   const ovf_dtype against = headroom_dtype();
-  const bool same = version >= 0 && cache.impl == t.unsafeGetTensorImpl() &&
-                    cache.data == view.data && cache.version == version &&
-                    cache.headroom_against == against;
+  const bool same = cache.describes(t, view, version) && cache.headroom_against == against;
   if (same && cache.batch && cache.batch->ready()) {
     cache.stats = cache.batch->result(cache.index);
     cache.underflow = cache.batch->underflow(cache.index);
@@ -65,11 +73,7 @@ void WeightCache::add_device_line(FrameBuilder& frame, uint32_t label, const at:
   }
   ovf::add_device_line(frame, OVF_KIND_WEIGHT, label, t);
   if (!(frame.records().back().flags & OVF_FLAG_PENDING)) return;  // "no data", or truncated
-  cache.impl = t.unsafeGetTensorImpl();
-  cache.data = view.data;
-  cache.version = version;
-  cache.dtype = view.dtype;
-  cache.device = device_of(t);
+  cache.remember(t, view, version);
   cache.headroom_against = against;
   cache.stats = Stats{};
   cache.batch = frame.pending().batch;

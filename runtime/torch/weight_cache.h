@@ -34,6 +34,15 @@ class WeightCache {
     // into `stats` once they arrived, while the version still matches.
     std::shared_ptr<DeviceStatsBatch> batch;
     int index = -1;
+
+    // Whether it describes `t` as it is now: the same tensor, memory and
+    // version counter (a tensor without one, an inference tensor, never matches).
+    bool describes(const at::Tensor& t, const TensorView& view, int64_t version) const {
+      return version >= 0 && impl == t.unsafeGetTensorImpl() && data == view.data &&
+             this->version == version;
+    }
+    // Makes it describe `t` (its statistics are the caller's to set).
+    void remember(const at::Tensor& t, const TensorView& view, int64_t version);
   };
   void add_device_line(FrameBuilder& frame, uint32_t label_id, const at::Tensor& param);
   std::unordered_map<uint32_t, Entry> entries_;  // by label id

@@ -14,6 +14,17 @@ namespace {
 
 const std::string kPrefix(17, ' ');
 
+// A one-dimensional float32 view of `data` (`size` and `stride` outlive it).
+ovf::TensorView float_view(const float* data, const int64_t* size, const int64_t* stride) {
+  ovf::TensorView v;
+  v.data = data;
+  v.dtype = OVF_DTYPE_FLOAT32;
+  v.ndim = 1;
+  v.sizes = size;
+  v.strides = stride;
+  return v;
+}
+
 ovf_record line_with(uint64_t numel, uint64_t nan, uint64_t pinf, uint64_t ninf, double mn,
                      double mx) {
   ovf_record r{};
@@ -95,15 +106,7 @@ TEST(Monitor, DetectionReportMatchesReferenceAcrossBatchBoundary) {
   const float finite[] = {0.5f, -2.0f};
   const float overflowed[] = {0.5f, INFINITY};
   const int64_t size = 2, stride = 1;
-  auto view = [&](const float* data) {
-    ovf::TensorView v;
-    v.data = data;
-    v.dtype = OVF_DTYPE_FLOAT32;
-    v.ndim = 1;
-    v.sizes = &size;
-    v.strides = &stride;
-    return v;
-  };
+  auto view = [&](const float* data) { return float_view(data, &size, &stride); };
   ovf::FrameBuilder frame;
   frame.begin(a, lin, false);
   frame.add_tensor(OVF_KIND_INPUT, input0, view(finite), {});
@@ -143,12 +146,7 @@ TEST(Monitor, EventReportSaysOnceWhatCompiledCodeHides) {
   const uint32_t a = ovf::intern("a"), lin = ovf::intern("Linear"), output = ovf::intern("output");
   const float overflowed[] = {0.5f, INFINITY};
   const int64_t size = 2, stride = 1;
-  ovf::TensorView v;
-  v.data = overflowed;
-  v.dtype = OVF_DTYPE_FLOAT32;
-  v.ndim = 1;
-  v.sizes = &size;
-  v.strides = &stride;
+  const ovf::TensorView v = float_view(overflowed, &size, &stride);
   auto report = [&](uint32_t flags) {
     ovf::SessionOptions options;
     options.max_frames_to_save = 3;

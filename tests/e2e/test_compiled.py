@@ -6,13 +6,11 @@ trixie leg runs these)."""
 
 import os
 import re
-import signal
-import subprocess
 
 import pytest
 import torch
 
-from harness import BUILD, CUT_MARK, PYTHON, TOP, clean_env, stop_summary
+from harness import BUILD, CUT_MARK, PYTHON, TOP, abort_core, clean_env, stop_summary
 
 VERSION = tuple(
     int("".join(c for c in part if c.isdigit()) or 0) for part in torch.__version__.split(".")[:2]
@@ -62,26 +60,11 @@ def test_a_stop_inside_a_compiled_graph(debugger):
 
 
 def test_a_kernel_core_of_a_compiled_run(debugger, tmp_path):
-    with open("/proc/sys/kernel/core_pattern") as f:
-        if f.read().strip() not in ("core", "core.%p"):
-            pytest.skip("kernel cores do not go to the working directory here (core_pattern)")
-    argv = " ".join(ARGV)
-    env = clean_env(PYTHONPATH=os.path.join(BUILD, "python"))
-    p = subprocess.run(
-        ["sh", "-c", f"ulimit -c unlimited && exec {argv}"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-    assert p.returncode in (-signal.SIGABRT, 128 + signal.SIGABRT), p.stderr
-    assert p.stdout.count(UNSEEN) == 1 and f"\n\n\n\n{NOTE}" in p.stdout, p.stdout
-    cores = [name for name in os.listdir(tmp_path) if name.startswith("core")]
-    if not cores:
-        pytest.skip("no core file was written (core dumps disabled?)")
+    # auto mode this time (python3 -m ovf --on-nan abort): the same frames as explicit mode
+    core, stdout = abort_core(tmp_path, args=[], script=SCRIPT, timeout=TIMEOUT)
+    assert stdout.count(UNSEEN) == 1 and f"\n\n\n\n{NOTE}" in stdout, stdout
     cut = debugger.cut()
-    out = debugger.run(["ovf status", cut, "ovf frames", cut], core=tmp_path / cores[0])
+    out = debugger.run(["ovf status", cut, "ovf frames", cut], core=core)
     status, frames, _ = out.split(CUT_MARK)
     _says_it_once(status, frames)
 
