@@ -62,7 +62,7 @@ from _verdict import exit_status  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("OVF_BUILD_DIR", os.path.join(REPO, "build"))
 PACKAGE = os.path.join(BUILD, "python", "ovf")
-PYTHON = "/usr/bin/python3"  # Debian's, with torch
+PYTHON = os.environ.get("OVF_PYTHON", sys.executable)  # the interpreter with torch (the venv's)
 SCRIPT = os.path.join(REPO, "tests", "e2e", "scripts", "diverge.py")
 GDB_SCRIPT = os.path.join(REPO, "gdb", "ovf-gdb.py")
 GDB = ["gdb", "-batch", "-nx", "-iex", "set debuginfod enabled off", "-x", GDB_SCRIPT]
@@ -76,20 +76,8 @@ OVF_ENV = {
 NO_SEQ = 0xFFFFFFFFFFFFFFFF
 FIRST_NONFINITE = 48  # ovf_state_t.first_nonfinite_seq (docs/ring-layout.md)
 FRAMES_WRITTEN = 136  # ovf_state_t.frames_written
-def _naive_function():
-    """The pybind11 forward hook the inferior's torch calls (runtime/python/py_hooks.cpp):
-    torch >= 2 passes keyword arguments to hooks. Read from the installed package's
-    metadata: this process does not load torch."""
-    from importlib import metadata
-
-    try:
-        major = int(metadata.version("torch").split(".")[0])
-    except (metadata.PackageNotFoundError, ValueError):
-        major = 1
-    return "'ovf::forward_hook_with_kwargs'" if major >= 2 else "'ovf::forward_hook'"
-
-
-NAIVE_FUNCTION = _naive_function()
+# The pybind11 forward hook the inferior's torch calls (runtime/python/py_hooks.cpp).
+NAIVE_FUNCTION = "'ovf::forward_hook'"
 NAIVE_CONDITION = f"*(unsigned long long *)((char *)&ovf_state + {FIRST_NONFINITE}) != {NO_SEQ:#x}"
 STAMP = (
     "python import time; print('OVF_BENCH_T', time.clock_gettime(time.CLOCK_MONOTONIC), flush=True)"

@@ -39,7 +39,6 @@ ON_GPU = have_gpu()
 if not ON_GPU:
     os.environ["OVF_TEST_DEFER"] = "0"  # CPU tensors through the device engine (read once)
 import _common  # noqa: E402  (pins threads before torch loads)
-
 import torch  # noqa: E402
 from step_overhead import ReferenceDetector  # noqa: E402
 

@@ -26,7 +26,6 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402  (pins threads before torch loads)
-
 import torch  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 

@@ -44,7 +44,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402  (pins threads before torch loads)
-
 import torch  # noqa: E402
 
 TARGET = 0.25

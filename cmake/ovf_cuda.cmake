@@ -56,8 +56,16 @@ if(_ovf_cuda_request STREQUAL "AUTO" OR OVF_WITH_CUDA)
       check_source_compiles(CUDA "#include <cub/block/block_reduce.cuh>\nint main() { return 0; }"
         OVF_CUDA_HAVE_CUB)
     endif()
+    # The kernels link the CUDA runtime torch loads (libcudart.so.<major>): an nvcc of
+    # another major version would bring a second runtime into the process. A different
+    # minor version is fine (CUDA's minor-version compatibility; the driver decides).
+    string(REGEX MATCH "^[0-9]+" _ovf_nvcc_major "${CMAKE_CUDA_COMPILER_VERSION}")
+    string(REGEX MATCH "^[0-9]+" _ovf_torch_cuda_major "${OVF_TORCH_CUDA}")
     if(NOT CUDAToolkit_FOUND)
       set(_ovf_cuda_missing "nvcc ${CMAKE_CUDA_COMPILER_VERSION} without its toolkit's libraries")
+    elseif(OVF_TORCH_CUDA AND NOT _ovf_nvcc_major STREQUAL _ovf_torch_cuda_major)
+      set(_ovf_cuda_missing "nvcc ${CMAKE_CUDA_COMPILER_VERSION} for torch's CUDA ${OVF_TORCH_CUDA} "
+        "(another major version: set CUDACXX to an nvcc ${_ovf_torch_cuda_major}.x)")
     elseif(OVF_CUDA_HAVE_CUB)
       set(OVF_CUDA ON)
     else()
@@ -65,8 +73,12 @@ if(_ovf_cuda_request STREQUAL "AUTO" OR OVF_WITH_CUDA)
     endif()
   endif()
   if(OVF_CUDA)
-    message(STATUS "ovf: CUDA statistics backend on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, "
-      "architectures ${CMAKE_CUDA_ARCHITECTURES})")
+    if(CMAKE_CUDA_ARCHITECTURES)
+      set(_ovf_archs "architectures ${CMAKE_CUDA_ARCHITECTURES}")
+    else()  # a CUDA torch's config turns them off and passes TORCH_CUDA_ARCH_LIST's flags
+      set(_ovf_archs "architectures ${TORCH_CUDA_ARCH_LIST}, as torch's CMake passes them")
+    endif()
+    message(STATUS "ovf: CUDA statistics backend on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, ${_ovf_archs})")
   elseif(_ovf_cuda_request STREQUAL "AUTO")
     message(STATUS "ovf: ${_ovf_cuda_missing}: the CUDA statistics backend is not built "
       "(OVF_WITH_CUDA=AUTO)")

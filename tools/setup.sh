@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
-# Installs what ovf needs on Debian bookworm (as root, or through sudo) and
-# builds it into build/. Safe to run again: installs only what is missing.
+# Installs what ovf needs (as root, or through sudo) and builds it into build/. Safe to
+# run again: installs only what is missing, and the build is incremental.
+#   Debian's packages: the debuggers (gdb, lldb-19 with its Python), the compilers,
+#     CMake, ninja, GoogleTest, clang-format, and the Python packages the debuggers'
+#     own interpreters import (pyelftools, matplotlib);
+#   the users' stack: a venv of the machine's Python 3.11 with pip's torch 2.14.1,
+#     torchvision, transformers, ... (tools/venv.sh: cached outside the checkout, .venv
+#     points at it). Everything that imports torch runs with .venv/bin/python.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(
-  build-essential cmake ninja-build git
-  python3 python3-torch libtorch-dev python3-numpy   # Debian's torch 1.13 (CPU) and its C++ headers
-  python3-torchvision                                  # real models (resnet18, vit) in tests and benchmarks
-  pybind11-dev python3-pybind11                        # the runtime's Python module
-  libopenblas0-pthread                                 # torch's matrix products: ~15x the reference BLAS
-  libgtest-dev python3-pytest                          # C++ and Python tests
-  gdb python3-dbg                                      # gdb front end; gdb's own py-bt / py-locals
-  clang-format                                         # tools/lint.sh: the C++ style (.clang-format)
-  lldb-19 python3-lldb-19                              # lldb front end (its Python works out of the box)
-  python3-pyelftools                                   # reading core files and ELF symbols without a debugger
-  python3-matplotlib                                   # ovf plot: the picture (Agg, never in the training process)
+  build-essential cmake ninja-build git ccache       # ccache: the test build and the wheel share objects
+  python3-venv                                       # a venv where the base Python is Debian's
+  libgtest-dev                                       # C++ tests
+  gdb python3-dbg                                    # gdb front end; gdb's own py-bt for Debian's python3
+  clang-format                                       # tools/lint.sh: the C++ style (.clang-format)
+  lldb-19 python3-lldb-19                            # LLDB front end (its Python works out of the box)
+  python3-pyelftools                                 # core files and ELF symbols, inside the debuggers
+  python3-matplotlib                                 # ovf plot inside the debuggers (Agg)
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -29,5 +32,8 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-cmake -S . -B build -G Ninja -DPython_EXECUTABLE=/usr/bin/python3 >/dev/null
+python=$(bash tools/venv.sh)
+source tools/ccache-env.sh
+cmake -S . -B build -G Ninja -DPython_EXECUTABLE="$python" \
+  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache >/dev/null
 ninja -C build

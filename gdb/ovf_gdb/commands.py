@@ -3,16 +3,16 @@
 import os
 import traceback
 
-import gdb
 from ovf_plugin import commands
 from ovf_plugin.session import Session
 from ovf_plugin.wording import GDB
 from ovf_ring.errors import OvfError
 
+import gdb
+
 from .breakpoint import on_stop
 from .control import GdbControl
 from .target import GdbTarget
-
 
 _session = None
 

@@ -1,8 +1,9 @@
 """ovf_plugin's Control over gdb's Python API: the stop breakpoint and the
 environment of the next `run`."""
 
-import gdb
 from ovf_plugin.control import Control
+
+import gdb
 
 from .breakpoint import StopBreakpoint
 

@@ -2,10 +2,11 @@
 
 import re
 
-import gdb
 from ovf_ring.proc_target import writable_regions
 from ovf_ring.target import Target, TargetMemoryError
 from ovf_ring.unopened_core import named_core
+
+import gdb
 
 
 class GdbTarget(Target):

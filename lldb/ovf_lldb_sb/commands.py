@@ -5,12 +5,12 @@ import os
 import shlex
 import traceback
 
-import lldb
 from ovf_plugin import commands
 from ovf_ring.errors import OvfError
 
-from . import sessions
+import lldb
 
+from . import sessions
 
 # No backticks: this text goes through an LLDB command line, which evaluates them.
 HELP = "Find the first inf/nan of a PyTorch run and stop there (help ovf NAME, or NAME --help)."

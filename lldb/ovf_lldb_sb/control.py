@@ -3,10 +3,10 @@ environment of the next `run`, for the SBTarget the memory side has pinned."""
 
 import re
 
-import lldb
 from ovf_plugin.control import Control
 from ovf_ring.errors import OvfError
 
+import lldb
 
 CALLBACK = "ovf_lldb.stop_callback"  # resolved by LLDB in the module `command script import` loaded
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -9,7 +9,6 @@ from ovf_plugin.wording import LLDB
 from .control import LldbControl
 from .target import LldbTarget
 
-
 _sessions = {}  # SBDebugger.GetID() -> Session
 
 

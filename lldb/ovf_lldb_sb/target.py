@@ -4,12 +4,12 @@ import contextlib
 import os
 import re
 
-import lldb
 from ovf_ring.loader import loaded_libraries
 from ovf_ring.proc_target import writable_regions
 from ovf_ring.target import Target, TargetMemoryError
 from ovf_ring.unopened_core import named_core
 
+import lldb
 
 _CORE_PLUGINS = ("elf-core", "minidump", "mach-o-core")
 _FILE_LIST_ITEM = re.compile(r"\[\d+\]: (.*?)(?=  \[\d+\]: |\n|$)")

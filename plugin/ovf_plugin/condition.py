@@ -15,7 +15,6 @@ import operator
 
 from ovf_ring.errors import OvfError
 
-
 FIELDS = {
     "absmax": "largest finite |x| of the line (0.0 when none is finite)",
     "absmin": "smallest finite |x| (inf when none is finite)",
@@ -166,7 +165,7 @@ class Condition:
             return _bounded(_ARITHMETIC[type(node.op)](left, right))
         if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
             left = ev(node.left)
-            for op, comparator in zip(node.ops, node.comparators):
+            for op, comparator in zip(node.ops, node.comparators, strict=False):
                 right = ev(comparator)
                 if not _COMPARE[type(op)](left, right):
                     return False

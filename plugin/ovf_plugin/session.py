@@ -18,7 +18,6 @@ from .arming import Arming
 from .summary import stop_summary
 from .wording import GDB
 
-
 PACKAGE_ENV = "OVF_PACKAGE_DIR"
 
 

@@ -6,7 +6,6 @@ from ovf_ring.frames import previous_frame, walk_back
 from ovf_ring.identity import rank_text
 from ovf_ring.report import COLUMN_HEADER, PREFIX, format_8_2e, format_record, reference_min_max
 
-
 LINES_PER_FRAME = 8  # one screen: the event's frame and the one before, cut here
 
 

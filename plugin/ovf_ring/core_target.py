@@ -18,7 +18,6 @@ import stat
 from .errors import OvfError
 from .target import Target, TargetMemoryError
 
-
 try:
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
@@ -162,7 +161,7 @@ class CoreTarget(Target):
         """Writable segments, each named by the file mapped at its start (an
         anonymous one, such as a library's .bss, by nothing)."""
         regions = []
-        for start, end, _, in_file, writable in self._segments:
+        for start, _end, _, in_file, writable in self._segments:
             if writable and in_file:
                 path = next((p for a, b, _, p in self.mappings if a <= start < b), "")
                 regions.append((start, start + in_file, path))
@@ -226,7 +225,7 @@ def _file_mappings(segment):
         if note["n_type"] != "NT_FILE":
             continue
         desc = note["n_desc"]
-        for entry, name in zip(desc["Elf_Nt_File_Entry"], desc["filename"]):
+        for entry, name in zip(desc["Elf_Nt_File_Entry"], desc["filename"], strict=False):
             path = name.decode("utf-8", "surrogateescape") if isinstance(name, bytes) else name
             found.append(
                 (entry["vm_start"], entry["vm_end"], entry["page_offset"] * desc["page_size"], path)

@@ -18,10 +18,11 @@ def status_lines(header, always=False):
     seen) and of ovf.postmortem's summary; none before layout 3 or a session."""
     if header.layout_version < 3 or header.device_mode == layout.DEVICE_MODE_NONE:
         return []
-    if not always and not header.device_backends and not header.pending_frames:
+    used = header.device_backends
+    ran = used & (layout.BACKEND_PORTABLE | layout.BACKEND_CUDA)
+    if not always and not ran and not header.pending_frames:
         return []
     mode = layout.DEVICE_MODE_NAMES.get(header.device_mode, f"unknown ({header.device_mode})")
-    used = header.device_backends
     backends = [
         name
         for bit, name in (
@@ -40,6 +41,15 @@ def status_lines(header, always=False):
         out.append(
             "device statistics: the CUDA backend disagreed with the portable one on its first "
             "frame (self-check) and was switched off"
+        )
+    if used & layout.BACKEND_CUDA_BUILT:
+        out.append(
+            "device statistics: ovf's CUDA backend is built"
+            + (
+                "; this process has no GPU (torch sees no CUDA device)"
+                if used & layout.BACKEND_NO_CUDA_DEVICE
+                else ""
+            )
         )
     if used & layout.BACKEND_CUDA and not CUDA_BACKEND_RUN_ON_A_GPU:
         out.append(f"device statistics: {CUDA_NOT_RUN}")

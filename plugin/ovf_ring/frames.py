@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from . import layout
 from .ring import BadSlot
 
-
 # Lines one frame holds at most (monitor.h: kMaxLinesPerFrame).
 MAX_LINES = 512
 

@@ -18,7 +18,6 @@ native x86-64 / aarch64 memory, and a byte-swapped magic reads as "no ring".
 import struct
 from collections import namedtuple
 
-
 MAGIC = 0x474E49522D46564F  # "OVF-RING" as a little-endian u64
 MAGIC_BYTES = struct.pack("<Q", MAGIC)
 LAYOUT_VERSION = 3
@@ -98,7 +97,7 @@ FLAG_NO_DATA = 1 << 3
 FLAG_TRUNCATED = 1 << 4
 FLAG_ROOT = 1 << 5
 FLAG_TRACED = 1 << 6
-FLAG_WEIGHT_CACHED = 1 << 7
+FLAG_UNUSED_7 = 1 << 7  # was: weight statistics reused (could be stale); never written now
 FLAG_PRODUCER = 1 << 8
 FLAG_CARRIER = 1 << 9
 FLAG_BACKWARD = 1 << 10
@@ -117,6 +116,8 @@ DEVICE_MODE_NAMES = {
 BACKEND_PORTABLE = 1 << 0
 BACKEND_CUDA = 1 << 1
 BACKEND_CUDA_REJECTED = 1 << 2
+BACKEND_CUDA_BUILT = 1 << 3
+BACKEND_NO_CUDA_DEVICE = 1 << 4
 
 # enum ovf_stop_bits, in the order events are named
 STOP_NAN = 1 << 0

@@ -6,7 +6,6 @@ import struct
 
 from .target import TargetMemoryError
 
-
 MAX_LIBRARIES = 4096  # cap on the list read from a core (untrusted memory)
 MAX_PATH = 4096
 

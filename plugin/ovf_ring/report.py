@@ -6,7 +6,6 @@ from dataclasses import replace
 
 from . import layout
 
-
 PREFIX = " " * 17  # DebugUnderflowOverflow.prefix
 COLUMN_HEADER = "abs min  abs max  metadata"  # f"{'abs min':8} {'abs max':8} metadata"
 

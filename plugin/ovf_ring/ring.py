@@ -15,7 +15,6 @@ from .errors import OvfError
 from .report import escape_text
 from .target import TargetMemoryError
 
-
 MAX_CAPACITY = 1 << 30  # the runtime's own cap (round_up_pow2)
 MAX_NAMES = 1 << 24
 MAX_NAME = 1 << 16  # bytes of one interned string (a module path, a file name)

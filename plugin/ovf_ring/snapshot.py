@@ -10,7 +10,6 @@ from . import layout
 from .errors import OvfError
 from .target import TargetMemoryError
 
-
 MAGIC = 0x50414E532D46564F  # "OVF-SNAP"
 VERSION = 1
 MAX_FRAMES = 64

@@ -128,6 +128,12 @@ std::string launcher_path(const std::string& name) {
   const std::string front_end = name.substr(name.rfind('-') + 1);  // "ovf-gdb" -> "gdb"
   for (const std::string& candidate :
        {prefix.empty() ? std::string() : prefix + "/bin/" + name,
+        // a wheel: <venv>/lib/pythonX.Y/site-packages/ovf, its console script in <venv>/bin,
+        // the launcher itself in ovf/debuggers
+        ends_with(library, "/site-packages/ovf")
+            ? directory_of(directory_of(directory_of(directory_of(library)))) + "/bin/" + name
+            : std::string(),
+        library + "/debuggers/" + front_end + "/" + name,
         std::string(OVF_SOURCE_DIR).empty()
             ? std::string()
             : std::string(OVF_SOURCE_DIR) + "/" + front_end + "/" + name}) {

@@ -14,8 +14,8 @@ namespace ovf {
 std::string program_path();
 
 // The absolute path of ovf's launcher `name` ("ovf-gdb", "ovf-lldb") beside this
-// runtime (installed: <prefix>/bin; built: the source tree), or `name` itself
-// when there is none.
+// runtime (installed: <prefix>/bin; a wheel: ovf/debuggers/<debugger>; built: the
+// source tree), or `name` itself when there is none.
 std::string launcher_path(const std::string& name);
 
 // Where the kernel writes this process's core, from kernel.core_pattern and

@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "control.h"
+#include "cuda_backend.h"
 #include "module_stack.h"
 #include "monitor.h"
 #include "op_observer.h"
@@ -92,6 +93,7 @@ Watch::Watch(torch::nn::Module& model, Options options) : state_(new State) {
     session.on_event = static_cast<ovf_on_event>(e.on_event);
     const std::string error = Monitor::instance().start_session(session);
     if (!error.empty()) throw OptionError("ovf: " + error);
+    note_cuda_backend();
     ovf_control& c = ovf_state.control;
     c.stop_mask = e.stop_mask;
     c.after_batch = o.after_batch;

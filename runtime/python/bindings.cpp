@@ -123,9 +123,9 @@ PYBIND11_MODULE(_ovf, m) {
   m.attr("OVERFLOW_MESSAGE") = ovf::kOverflowMessage;
 
   m.def("forward_hook", &ovf::forward_hook,
-        "Forward hook (module, args, output) for a watched module.");
-  m.def("forward_hook_with_kwargs", &ovf::forward_hook_with_kwargs,
-        "Forward hook (module, args, kwargs, output), torch >= 2.0 with_kwargs=True.");
+        "Forward hook (module, args, kwargs, output) of a watched module (with_kwargs=True).");
+  m.def("forward_hook_positional", &ovf::forward_hook_positional,
+        "Forward hook (module, args, output): what the reference's hooks see.");
   m.def("compiled_forward_hook", &ovf::compiled_forward_hook,
         "Forward hook (module, args, output) of a frame inside a torch.compile'd graph.");
   m.def("forward_pre_hook", &ovf::forward_pre_hook,
@@ -151,6 +151,7 @@ PYBIND11_MODULE(_ovf, m) {
         o.on_event = static_cast<ovf_on_event>(on_event);
         const std::string error = ovf::Monitor::instance().start_session(o);
         if (!error.empty()) throw py::value_error("ovf: " + error);
+        ovf::note_cuda_backend();
       },
       py::arg("max_frames"), py::arg("trace"), py::arg("abort_after"), py::arg("on_event"),
       py::arg("device_mode") = int(OVF_DEVICE_MODE_FAST));

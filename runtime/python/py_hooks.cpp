@@ -16,7 +16,6 @@
 #include "py_values.h"
 #include "ring_writer.h"
 #include "torch_tensor.h"
-#include "weight_cache.h"
 
 namespace py = pybind11;
 
@@ -27,7 +26,6 @@ struct ModuleEntry {
   py::object module;  // strong: a freed module's address must not be reused under its name
   uint32_t name_id = 0;
   uint32_t class_id = 0;
-  WeightCache weights;
   BufferWatch buffers;
 };
 
@@ -36,9 +34,6 @@ std::unordered_map<PyObject*, ModuleEntry>& modules() {
   return *m;
 }
 PyObject* g_root = nullptr;
-// torch < 2.0 passes no kwargs to forward hooks; ovf's nn.Module.__call__ shim
-// pushes (module, kwargs) here around each call that has kwargs.
-py::list* g_kwargs_stack = nullptr;
 // Python-side callback for a module called that ovf has not named yet (auto mode).
 py::object* g_discover = nullptr;
 py::object* g_nonfinite_error = nullptr;
@@ -163,10 +158,14 @@ void watch_output_gradients(uint32_t module_id, PyObject* output) {
   }
 }
 
+// How a forward's inputs and outputs become lines: every tensor in them (keyword
+// inputs, lists, dicts, dataclasses), or what the reference's hooks see.
+enum class ValueView { kFull, kReference };
+
 // The forward hook body shared by the hooks with and without kwargs, and the
 // compiled path's (frame_flags OVF_FLAG_COMPILED).
 void on_forward(PyObject* module, PyObject* args, PyObject* kwargs, PyObject* output,
-                uint32_t frame_flags = 0) {
+                uint32_t frame_flags = 0, ValueView view = ValueView::kFull) {
   const uint64_t forward_start = pop_module(module);
   if (!running()) return;
   raise_pending();
@@ -178,14 +177,20 @@ void on_forward(PyObject* module, PyObject* args, PyObject* kwargs, PyObject* ou
   FrameBuilder& frame = frame_builder();
   frame.begin(entry.name_id, entry.class_id, module == g_root, forward_start, frame_flags);
   for_each_own_parameter(entry.module.ptr(), [&](const char* name, const at::Tensor& t) {
-    entry.weights.add_line(frame, intern(name), t);
+    // Read at every forward: a parameter's version counter misses writes through .data
+    // (a hand-written SGD, foreach optimizers), so a cached statistic could be stale.
+    add_tensor_line(frame, OVF_KIND_WEIGHT, intern(name), t);
   });
   std::string label = "input";
   if (args != nullptr && PyTuple_Check(args)) {
     const Py_ssize_t n = PyTuple_GET_SIZE(args);
     for (Py_ssize_t i = 0; i < n; ++i) {
       label = "input[" + std::to_string(i) + "]";
-      add_python_value(frame, OVF_KIND_INPUT, PyTuple_GET_ITEM(args, i), label, 1);
+      if (view == ValueView::kReference) {
+        add_value_as_reference(frame, OVF_KIND_INPUT, PyTuple_GET_ITEM(args, i), label, 0);
+      } else {
+        add_python_value(frame, OVF_KIND_INPUT, PyTuple_GET_ITEM(args, i), label, 1);
+      }
     }
   } else if (args != nullptr) {
     add_python_value(frame, OVF_KIND_INPUT, args, label, 0);
@@ -199,7 +204,11 @@ void on_forward(PyObject* module, PyObject* args, PyObject* kwargs, PyObject* ou
     }
   }
   label = "output";
-  add_python_value(frame, OVF_KIND_OUTPUT, output, label, 0);
+  if (view == ValueView::kReference) {
+    add_value_as_reference(frame, OVF_KIND_OUTPUT, output, label, 2);
+  } else {
+    add_python_value(frame, OVF_KIND_OUTPUT, output, label, 0);
+  }
   // Buffers the forward updated (BatchNorm's running statistics): a standalone
   // record where one turned non-finite, before the frame that may carry it.
   for_each_own_buffer(entry.module.ptr(), [&](const char* name, const at::Tensor& t) {
@@ -241,15 +250,6 @@ void guarded(Body&& body) {
   }
 }
 
-PyObject* kwargs_for(PyObject* module) {
-  if (g_kwargs_stack == nullptr || PyList_GET_SIZE(g_kwargs_stack->ptr()) == 0) return nullptr;
-  PyObject* top =
-      PyList_GET_ITEM(g_kwargs_stack->ptr(), PyList_GET_SIZE(g_kwargs_stack->ptr()) - 1);
-  if (!PyTuple_Check(top) || PyTuple_GET_SIZE(top) != 2 || PyTuple_GET_ITEM(top, 0) != module)
-    return nullptr;
-  return PyTuple_GET_ITEM(top, 1);
-}
-
 std::string type_name(py::handle object) {
   return py::str(object.get_type().attr("__name__")).cast<std::string>();
 }
@@ -289,9 +289,8 @@ void check_optimizer(py::handle optimizer) {
 
 }  // namespace
 
-void set_python_callbacks(py::object kwargs_stack, py::object discover, py::object nonfinite_error,
-                          py::object op_error) {
-  g_kwargs_stack = new py::list(kwargs_stack);  // lives for the process, like the hooks
+void set_python_callbacks(py::object discover, py::object nonfinite_error, py::object op_error) {
+  // They live for the process, like the hooks.
   g_discover = discover.is_none() ? nullptr : new py::object(discover);
   g_nonfinite_error = new py::object(nonfinite_error);
   g_op_error = new py::object(op_error);
@@ -299,13 +298,14 @@ void set_python_callbacks(py::object kwargs_stack, py::object discover, py::obje
   install_python_snapshot();
 }
 
-void forward_hook(py::handle module, py::handle args, py::handle output) {
-  guarded([&] { on_forward(module.ptr(), args.ptr(), kwargs_for(module.ptr()), output.ptr()); });
+void forward_hook(py::handle module, py::handle args, py::handle kwargs, py::handle output) {
+  guarded([&] { on_forward(module.ptr(), args.ptr(), kwargs.ptr(), output.ptr()); });
 }
 
-void forward_hook_with_kwargs(py::handle module, py::handle args, py::handle kwargs,
-                              py::handle output) {
-  guarded([&] { on_forward(module.ptr(), args.ptr(), kwargs.ptr(), output.ptr()); });
+void forward_hook_positional(py::handle module, py::handle args, py::handle output) {
+  guarded([&] {
+    on_forward(module.ptr(), args.ptr(), nullptr, output.ptr(), 0, ValueView::kReference);
+  });
 }
 
 // A frame inside a torch.compile'd graph (_compile.py's ovf::module_frame op):
@@ -342,7 +342,6 @@ void watch_module(py::handle module, const std::string& name, bool is_root) {
   entry.module = py::reinterpret_borrow<py::object>(module);
   entry.name_id = intern(name);
   entry.class_id = intern(type_name(module));
-  entry.weights.clear();
   entry.buffers.clear();
   if (is_root) {
     g_root = module.ptr();

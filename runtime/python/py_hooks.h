@@ -10,18 +10,21 @@
 
 namespace ovf {
 
-// The Python objects the driver calls back: the kwargs stack of the torch < 2
-// __call__ shim, auto mode's discover(module) (None: explicit mode), the
-// exception class NonFiniteError and its subclass raised asynchronously after
-// an op (its bare instance carries the reference's message). Also makes the
-// driver act on op events.
-void set_python_callbacks(pybind11::object kwargs_stack, pybind11::object discover,
-                          pybind11::object nonfinite_error, pybind11::object op_error);
+// The Python objects the driver calls back: auto mode's discover(module) (None:
+// explicit mode), the exception class NonFiniteError and its subclass raised
+// asynchronously after an op (its bare instance carries the reference's message).
+// Also makes the driver act on op events.
+void set_python_callbacks(pybind11::object discover, pybind11::object nonfinite_error,
+                          pybind11::object op_error);
 
-// Module hooks (global in auto mode, per module in explicit mode).
-void forward_hook(pybind11::handle module, pybind11::handle args, pybind11::handle output);
-void forward_hook_with_kwargs(pybind11::handle module, pybind11::handle args,
-                              pybind11::handle kwargs, pybind11::handle output);
+// Module hooks (global in auto mode, per module in explicit mode), registered
+// with_kwargs=True: keyword inputs are recorded too.
+void forward_hook(pybind11::handle module, pybind11::handle args, pybind11::handle kwargs,
+                  pybind11::handle output);
+// The same seeing what the reference's hooks see (its report, byte for byte):
+// positional inputs, tensors in tuples, and anything else "not a tensor".
+void forward_hook_positional(pybind11::handle module, pybind11::handle args,
+                             pybind11::handle output);
 void forward_pre_hook(pybind11::handle module, pybind11::handle args);
 // The forward hook of a module inside a torch.compile'd graph (its FRAME is
 // flagged OVF_FLAG_COMPILED).

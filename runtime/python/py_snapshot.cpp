@@ -61,7 +61,7 @@ void add_local(ovf_snapshot* s, PyObject* name, PyObject* value) {
   l.flags = OVF_SNAP_TENSOR;
   if (!t.defined()) return;
   l.dtype = to_ovf_dtype(t.scalar_type());
-  const DeviceId device = device_of(t);
+  const DeviceId device = device_id_of(t);
   l.device_type = device.type;
   l.device_index = device.index;
   const int64_t ndim = t.dim();

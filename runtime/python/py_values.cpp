@@ -94,6 +94,26 @@ void add_python_value(FrameBuilder& frame, ovf_record_kind kind, PyObject* obj, 
   frame.add_value(OVF_KIND_NOT_TENSOR, intern(label));
 }
 
+void add_value_as_reference(FrameBuilder& frame, ovf_record_kind kind, PyObject* obj,
+                            std::string& label, int tuple_levels) {
+  if (frame.full()) {
+    frame.add_value(kind, 0);  // flags the frame truncated
+  } else if (THPVariable_Check(obj)) {
+    add_tensor_line(frame, kind, intern(label), THPVariable_Unpack(obj));
+  } else if (obj == Py_None) {
+    frame.add_value(OVF_KIND_NONE, intern(label));
+  } else if (tuple_levels > 0 && PyTuple_Check(obj)) {
+    const size_t base = label.size();
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); ++i) {
+      label += "[" + std::to_string(i) + "]";
+      add_value_as_reference(frame, kind, PyTuple_GET_ITEM(obj, i), label, tuple_levels - 1);
+      label.resize(base);
+    }
+  } else {
+    frame.add_value(OVF_KIND_NOT_TENSOR, intern(label));
+  }
+}
+
 namespace {
 
 // Calls fn for each tensor of the dict attribute `attribute` of `module`.

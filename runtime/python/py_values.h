@@ -18,6 +18,12 @@ namespace ovf {
 void add_python_value(FrameBuilder& frame, ovf_record_kind kind, PyObject* obj, std::string& label,
                       int depth);
 
+// Adds `obj` as the reference's create_frame sees it: a tensor, None, the elements
+// of a tuple `tuple_levels` levels deep (an output: 2; an input element: 0), and
+// anything else (a list, a dict such as transformers' ModelOutput) "not a tensor".
+void add_value_as_reference(FrameBuilder& frame, ovf_record_kind kind, PyObject* obj,
+                            std::string& label, int tuple_levels);
+
 // "[\"key\"]" for a str key, "[repr]" for others ("[?]" when repr fails).
 std::string key_label(PyObject* key);
 

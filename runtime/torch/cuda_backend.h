@@ -16,6 +16,11 @@ namespace ovf {
 // Whether this build holds the CUDA backend.
 bool cuda_backend_built();
 
+// Says in the header (device_backends) whether this build holds the CUDA backend
+// and, if so, whether torch sees a CUDA device: `ovf status` reads it. Called when
+// a session starts.
+void note_cuda_backend();
+
 // A batch's group for CUDA device `index` (null: not built, or the
 // self-check rejected it on that device).
 std::unique_ptr<DeviceGroupBackend> make_cuda_group(int index);

@@ -116,12 +116,7 @@ void TensorStatsBatch::submit_group(Group& group) {
 }
 
 void TensorStatsBatch::synchronize(Group& group) {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
   group.done->synchronize();  // this frame's work only
-#else
-  // torch < 2.2 cannot wait for one event: the stream's work so far.
-  c10::impl::VirtualGuardImpl(group.device.type()).synchronizeStream(group.stream);
-#endif
 }
 
 bool TensorStatsBatch::ready() {

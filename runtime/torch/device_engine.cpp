@@ -50,8 +50,8 @@ void add_device_line(FrameBuilder& frame, ovf_record_kind kind, uint32_t label,
   }
   auto batch = frame_batch(frame);
   const int index = static_cast<TensorStatsBatch&>(*batch).add(t, view.dtype);
-  frame.add_pending(kind, label, view.dtype, device_of(t), static_cast<uint64_t>(t.numel()), batch,
-                    index);
+  frame.add_pending(kind, label, view.dtype, device_id_of(t), static_cast<uint64_t>(t.numel()),
+                    batch, index);
 }
 
 Stats device_stats_now(const at::Tensor& t, ovf_dtype dtype) {

@@ -360,7 +360,7 @@ void record_outputs(const at::RecordFunction& fn, PendingOp& op, PendingOp* pare
     const uint32_t diagnosis =
         role == OVF_FLAG_PRODUCER ? diagnose_producer(op, s, view.dtype) : uint32_t{OVF_NO_ID};
     ovf_record r = make_line(OVF_KIND_OP_OUTPUT, output_label_id(i, outputs.size()), s, view.dtype,
-                             device_of(out), role | (backward ? OVF_FLAG_BACKWARD : 0));
+                             device_id_of(out), role | (backward ? OVF_FLAG_BACKWARD : 0));
     r.name_id = op.facts->name_id;
     r.context_id = node != nullptr ? node->module_id : op.context;
     r.aux_id = node != nullptr ? node->forward_op_id : OVF_NO_ID;

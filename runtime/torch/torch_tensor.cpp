@@ -22,20 +22,16 @@ ovf_dtype to_ovf_dtype(at::ScalarType t) {
     case at::kChar: return OVF_DTYPE_INT8;
     case at::kByte: return OVF_DTYPE_UINT8;
     case at::kBool: return OVF_DTYPE_BOOL;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
     case at::kFloat8_e4m3fn: return OVF_DTYPE_FLOAT8_E4M3;
     case at::kFloat8_e5m2: return OVF_DTYPE_FLOAT8_E5M2;
-#endif
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
     case at::kUInt16: return OVF_DTYPE_UINT16;
     case at::kUInt32: return OVF_DTYPE_UINT32;
     case at::kUInt64: return OVF_DTYPE_UINT64;
-#endif
     default: return OVF_DTYPE_UNKNOWN;
   }
 }
 
-DeviceId device_of(const at::Tensor& t) {
+DeviceId device_id_of(const at::Tensor& t) {
   const auto d = t.device();
   if (d.is_cpu()) return {0, -1};
   if (d.is_cuda()) return {1, static_cast<int8_t>(d.index())};
@@ -77,7 +73,7 @@ void add_tensor_line(FrameBuilder& frame, ovf_record_kind kind, uint32_t label,
   if (uses_device_engine(t)) {
     add_device_line(frame, kind, label, t);
   } else if (readable_view(t, &view)) {
-    frame.add_tensor(kind, label, view, device_of(t));
+    frame.add_tensor(kind, label, view, device_id_of(t));
   } else {
     frame.add_value(kind, label, OVF_FLAG_NO_DATA);
   }
@@ -97,7 +93,7 @@ ovf_record tensor_line(ovf_record_kind kind, uint32_t label_id, const at::Tensor
   Stats stats;
   if (!stats_view(t, &view) || !(stats = tensor_stats(t, view)).has_stats)
     return make_value_line(kind, label_id, flags | OVF_FLAG_NO_DATA);
-  return make_line(kind, label_id, stats, view.dtype, device_of(t), flags);
+  return make_line(kind, label_id, stats, view.dtype, device_id_of(t), flags);
 }
 
 bool tensor_nonfinite(const at::Tensor& t) {

@@ -12,7 +12,7 @@
 namespace ovf {
 
 ovf_dtype to_ovf_dtype(at::ScalarType type);
-DeviceId device_of(const at::Tensor& tensor);
+DeviceId device_id_of(const at::Tensor& tensor);
 
 // Fills `view` for a tensor with real memory of a dtype ovf reads (strided,
 // not quantized, with storage, no fake or functional wrapper), on any

@@ -2,10 +2,16 @@
 LLDB (tests/e2e/harness.py), and is skipped, saying why, where one is missing."""
 
 import functools
+import os
+import sys
 
 import pytest
 
-from harness import DEBUGGERS
+# tests/python's helpers (build_paths: the ovf under test; ranks_harness) for every e2e test.
+_TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(_TESTS, "python"))
+
+from harness import DEBUGGERS  # noqa: E402
 
 
 @functools.lru_cache(maxsize=None)

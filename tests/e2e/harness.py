@@ -1,5 +1,8 @@
-"""Helpers of the end-to-end tests: real gdb and real LLDB, real /usr/bin/python3 with torch,
-one debugger process per test, each under a timeout. OVF_BUILD_DIR names the build (default build/).
+"""Helpers of the end-to-end tests: real gdb and real LLDB, a real Python with torch (OVF_PYTHON,
+default the one running pytest: the venv's on the main leg, Debian's on trixie), one debugger
+process per test, each under a timeout. The ovf under test is tests/python/build_paths.py's:
+the build tree (OVF_BUILD_DIR, default build/), or with OVF_TEST_INSTALLED=1 the one pip
+installed for the interpreter running pytest.
 
 A test body is written once and runs under both debuggers through the `debugger` fixture
 (conftest.py): a Debugger runs a list of commands in batch mode (`gdb -batch -nx -ex ...`,
@@ -14,20 +17,23 @@ import subprocess
 import tempfile
 
 import pytest
+from build_paths import (  # the ovf under test and the interpreter (tests/python, conftest.py)
+    FRONT_ENDS,
+    GDB_LAUNCHER,
+    LLDB_LAUNCHER,
+    PACKAGE,
+    PACKAGE_PARENT,
+    PYTHON,
+)
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("OVF_BUILD_DIR", os.path.join(TOP, "build"))
-PACKAGE = os.path.join(BUILD, "python", "ovf")
-PYTHON = "/usr/bin/python3"  # Debian's, with torch; another python3 on PATH may lack it
 SCRIPT = os.path.join(TOP, "tests", "e2e", "scripts", "diverge.py")
 DIVERGE = ["--inf-at", "blocks.1.amp:2"]  # diverge.py's usual run: inf in batch 2
-GDB_SCRIPT = os.path.join(TOP, "gdb", "ovf-gdb.py")
-LLDB_SCRIPT = os.path.join(TOP, "lldb", "ovf_lldb.py")
+GDB_SCRIPT = os.path.join(FRONT_ENDS, "gdb", "ovf-gdb.py")
+LLDB_SCRIPT = os.path.join(FRONT_ENDS, "lldb", "ovf_lldb.py")
 TIMEOUT = 120
 CUT_MARK = "----8<----"  # printed by Debugger.cut: where a command's output ends
 
-if not os.path.isfile(os.path.join(PACKAGE, "libovf_runtime.so")):
-    raise RuntimeError(f"ovf is not built in {BUILD}: run cmake and ninja first (see README.md)")
 
 
 def clean_env(**extra):
@@ -234,7 +240,7 @@ class Gdb(Debugger):
 
     def launcher(self, commands, program):
         """argv of ovf-gdb running `commands` in batch mode on `program`."""
-        argv = [os.path.join(TOP, "gdb", "ovf-gdb"), "-batch", "-nx"]
+        argv = [GDB_LAUNCHER, "-batch", "-nx"]
         for command in commands:
             argv += ["-ex", command]
         return argv + ["--args", *program]
@@ -407,7 +413,7 @@ class Lldb(Debugger):
         return f"settings append target.exec-search-paths {new_dir}"
 
     def launcher(self, commands, program):
-        argv = [os.path.join(TOP, "lldb", "ovf-lldb"), "--no-lldbinit", "-b"]
+        argv = [LLDB_LAUNCHER, "--no-lldbinit", "-b"]
         for command in commands:
             argv += ["-o", command]
         return argv + ["--", *program]
@@ -470,7 +476,7 @@ def abort_core(tmp_path, package_parent=None, args=DIVERGE, script=SCRIPT, timeo
     with open("/proc/sys/kernel/core_pattern") as f:
         if f.read().strip() not in ("core", "core.%p"):
             pytest.skip("kernel cores do not go to the working directory here (core_pattern)")
-    env = clean_env(PYTHONPATH=package_parent or os.path.join(BUILD, "python"))
+    env = clean_env(PYTHONPATH=package_parent or PACKAGE_PARENT)
     out = subprocess.run(
         [
             "sh",
@@ -505,7 +511,7 @@ def run_python(args, cwd=None, env=None, timeout=TIMEOUT):
         text=True,
         timeout=timeout,
         cwd=cwd,
-        env=env or clean_env(PYTHONPATH=os.path.join(BUILD, "python")),
+        env=env or clean_env(PYTHONPATH=PACKAGE_PARENT),
     )
     return out
 

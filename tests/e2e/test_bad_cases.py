@@ -7,7 +7,6 @@ import sys
 
 from harness import DEBUGGERS, PYTHON, SCRIPT, TOP, run_python
 
-
 sys.path.insert(0, os.path.join(TOP, "plugin"))
 from ovf_ring.core_target import (
     CoreTarget,

@@ -1,27 +1,12 @@
 """What ovf says about torch.compile'd code, under gdb and LLDB: at a stop inside a compiled
 graph and from the kernel core of the same run, `ovf status` and `ovf frames` say once that
 the ops Inductor fused were not seen, as the runtime's own report does; for an eager run of
-the same script they say nothing of it. torch.compile with ovf needs torch >= 2.5 (the
-trixie leg runs these)."""
+the same script they say nothing of it."""
 
 import os
 import re
 
-import pytest
-import torch
-
-from harness import BUILD, CUT_MARK, PYTHON, TOP, abort_core, clean_env, stop_summary
-
-VERSION = tuple(
-    int("".join(c for c in part if c.isdigit()) or 0) for part in torch.__version__.split(".")[:2]
-)
-pytestmark = pytest.mark.skipif(
-    VERSION < (2, 5),
-    reason=(
-        f"torch.compile with ovf needs torch >= 2.5 (here {torch.__version__}): "
-        "the trixie leg runs these"
-    ),
-)
+from harness import CUT_MARK, PACKAGE_PARENT, PYTHON, TOP, abort_core, clean_env, stop_summary
 
 SCRIPT = os.path.join(TOP, "tests", "e2e", "scripts", "compiled.py")
 UNSEEN = (
@@ -50,7 +35,7 @@ def test_a_stop_inside_a_compiled_graph(debugger):
         ["run", cut, "ovf status", cut, "ovf frames", cut, "kill"],
         program=ARGV,
         timeout=TIMEOUT,
-        env=clean_env(PYTHONPATH=os.path.join(BUILD, "python")),
+        env=clean_env(PYTHONPATH=PACKAGE_PARENT),
         inferior_traceback=True,
     )
     stop, status, frames, _ = out.split(CUT_MARK)
@@ -76,7 +61,7 @@ def test_break_on_nan_stops_inside_a_compiled_graph_with_the_eager_name(debugger
         ["ovf break-on-nan", "run", "kill"],
         program=[PYTHON, SCRIPT],
         timeout=TIMEOUT,
-        env=clean_env(PYTHONPATH=os.path.join(BUILD, "python")),
+        env=clean_env(PYTHONPATH=PACKAGE_PARENT),
     )
     assert stop_summary(out) == ("first non-finite value (inf)", 2, "1", "Square")
     assert re.search(r"^ovf: \d+ of \d+ frames listed ran in torch.compile'd graphs: ", out, re.M)
@@ -88,7 +73,7 @@ def test_an_eager_run_says_nothing_of_compiled_code(debugger):
         ["run", "ovf status", "ovf frames", "kill"],
         program=[*ARGV, "--eager"],
         timeout=TIMEOUT,
-        env=clean_env(PYTHONPATH=os.path.join(BUILD, "python")),
+        env=clean_env(PYTHONPATH=PACKAGE_PARENT),
         inferior_traceback=True,
     )
     assert "                  1 Square\n" in out and "inf output" in out, out

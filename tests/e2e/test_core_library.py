@@ -8,7 +8,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from harness import PACKAGE, abort_core, between
 
 

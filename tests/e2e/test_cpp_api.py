@@ -7,8 +7,8 @@ import os
 import re
 
 import pytest
-
-from harness import BUILD, TOP, between
+from build_paths import BUILD
+from harness import TOP, between
 
 TRAIN = os.path.join(BUILD, "examples", "cpp", "train")
 SOURCE = os.path.join(TOP, "examples", "cpp", "train.cpp")

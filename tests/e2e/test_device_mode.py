@@ -5,7 +5,7 @@ fast mode comes at a later hook, still naming the frame that made the NaN."""
 
 import os
 
-from harness import BUILD, PYTHON, TOP, clean_env, stop_summary
+from harness import PACKAGE_PARENT, PYTHON, TOP, clean_env, stop_summary
 
 SCRIPT = os.path.join(TOP, "tests", "python", "scripts", "deferred_nan.py")
 LATE = (
@@ -20,7 +20,7 @@ def _stop(debugger, mode):
     # The debugger's session takes the mode from OVF_DEVICE_MODE (the script's own
     # DebugUnderflowOverflow joins it, as any second activation does).
     env = clean_env(
-        PYTHONPATH=os.path.join(BUILD, "python"), OVF_TEST_DEFER="3", OVF_DEVICE_MODE=mode
+        PYTHONPATH=PACKAGE_PARENT, OVF_TEST_DEFER="3", OVF_DEVICE_MODE=mode
     )
     return debugger.run(
         ["ovf break-on-nan", "run", "ovf status", debugger.cut(), "kill"],

@@ -7,8 +7,7 @@ import os
 import subprocess
 
 import pytest
-
-from harness import BUILD, PYTHON, TOP, clean_env, stop_summary
+from harness import PACKAGE_PARENT, PYTHON, TOP, clean_env, stop_summary
 
 EXAMPLE = os.path.join(TOP, "examples", "fp16_autocast_overflow.py")
 
@@ -25,7 +24,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.mark.parametrize("mode", ["fast", "exact"])
 def test_fp16_autocast_overflow_stops_at_the_dropout(debugger, mode):
-    env = clean_env(PYTHONPATH=os.path.join(BUILD, "python"), OVF_DEVICE_MODE=mode)
+    env = clean_env(PYTHONPATH=PACKAGE_PARENT, OVF_DEVICE_MODE=mode)
     out = debugger.run(
         ["ovf break-on-nan", "run", "ovf status", debugger.cut(), "kill"],
         program=[PYTHON, EXAMPLE],

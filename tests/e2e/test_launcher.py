@@ -7,8 +7,7 @@ import shutil
 import subprocess
 
 import pytest
-
-from harness import PYTHON, SCRIPT, TOP, clean_env, run_bounded, stop_summary
+from harness import LLDB_LAUNCHER, PYTHON, SCRIPT, clean_env, run_bounded, stop_summary
 
 
 def test_launcher_resolves_a_shim_and_loads_ovf(debugger, tmp_path):
@@ -79,7 +78,7 @@ def test_an_lldb_that_needs_pythonpath_does_not_pass_it_on(tmp_path, which, user
         lldb = _stand_in(tmp_path)
     probe = "import os; print('PYTHONPATH=' + repr(os.environ.get('PYTHONPATH')))"
     env = clean_env(OVF_LLDB=lldb, **({"PYTHONPATH": user_pythonpath} if user_pythonpath else {}))
-    launcher = [os.path.join(TOP, "lldb", "ovf-lldb"), "--no-lldbinit", "-b"]
+    launcher = [LLDB_LAUNCHER, "--no-lldbinit", "-b"]
     out = run_bounded([*launcher, "-o", "run", "--", PYTHON, "-c", probe], env=env)
     assert f"PYTHONPATH={user_pythonpath!r}" in out, out
     # Armed, the program's PYTHONPATH is ovf's bootstrap, then the user's: still not LLDB's.

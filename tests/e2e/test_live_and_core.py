@@ -8,8 +8,8 @@ import subprocess
 import time
 
 from harness import (
-    BUILD,
     DIVERGE,
+    PACKAGE_PARENT,
     PYTHON,
     SCRIPT,
     TIMEOUT,
@@ -66,7 +66,7 @@ def test_attach_to_a_process_waiting_in_wait_mode(debugger, tmp_path):
         [PYTHON, "-u", "-m", "ovf", "--on-nan", "wait", SCRIPT, *DIVERGE, "--nan-after"],
         stdout=log,
         stderr=subprocess.STDOUT,
-        env=clean_env(PYTHONPATH=os.path.join(BUILD, "python")),
+        env=clean_env(PYTHONPATH=PACKAGE_PARENT),
     )
     try:
         deadline = time.time() + TIMEOUT
@@ -164,7 +164,7 @@ def test_a_detached_debugger_hands_events_back_to_the_process(debugger, tmp_path
         [PYTHON, "-u", "-c", SLOW_WARN, str(flag)],
         stdout=log,
         stderr=subprocess.STDOUT,
-        env=clean_env(PYTHONPATH=os.path.join(BUILD, "python")),
+        env=clean_env(PYTHONPATH=PACKAGE_PARENT),
     )
     try:
         deadline = time.time() + TIMEOUT

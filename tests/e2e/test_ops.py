@@ -8,8 +8,7 @@ import os
 import re
 
 import pytest
-
-from harness import BUILD, PYTHON, TOP, between, clean_env, run_python
+from harness import PACKAGE_PARENT, PYTHON, TOP, between, clean_env, run_python
 
 CASES = os.path.join(TOP, "tests", "e2e", "scripts", "op_cases.py")
 
@@ -179,7 +178,7 @@ def test_optimizer_step_that_writes_nan_stops_at_the_step(debugger):
 def test_the_python_report_names_the_same_origin(case, flag, line):
     out = run_python(
         ["-m", "ovf", *([flag] if flag else []), CASES, case],
-        env=clean_env(PYTHONPATH=os.path.join(BUILD, "python")),
+        env=clean_env(PYTHONPATH=PACKAGE_PARENT),
     )
     assert out.returncode == 1, out.stderr
     assert line in out.stdout.splitlines()

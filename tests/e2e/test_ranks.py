@@ -6,26 +6,20 @@ listed and ordered by python3 -m ovf.postmortem."""
 import os
 import re
 import shlex
-import socket
 import shutil
+import socket
 import subprocess
-import sys
 import time
 
 import pytest
-
-sys.path.insert(
-    0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python")
-)
+from harness import GDB_LAUNCHER, PACKAGE
 from ranks_harness import (
-    BUILD,
     PYTHON,
     RANKS_SCRIPT,
     TIMEOUT,
-    TOP,
     env,
     kill_group,
-    rank_stdout,  # noqa: E402
+    rank_stdout,
     run,
     torchrun,
 )
@@ -94,7 +88,7 @@ def test_wait_mode_stops_only_that_rank_and_its_attach_command_works(tmp_path):
         waiting = _wait_for(logs, 1, "is waiting for a debugger", launcher)
         ranks = _children(launcher.pid)
         commands = re.findall(
-            rf"^    ({re.escape(TOP)}/gdb/ovf-gdb -p (\d+) -ex 'ovf frames')$", waiting, re.M
+            rf"^    ({re.escape(GDB_LAUNCHER)} -p (\d+) -ex 'ovf frames')$", waiting, re.M
         )
         assert [int(pid) for _, pid in commands] == [ranks[1]], waiting
         host = socket.gethostname()
@@ -120,7 +114,7 @@ def test_wait_mode_stops_only_that_rank_and_its_attach_command_works(tmp_path):
             "PATH": "/usr/bin:/bin",
             "HOME": str(home),
             "LANG": "C.UTF-8",
-            "OVF_PACKAGE_DIR": os.path.join(BUILD, "python", "ovf"),
+            "OVF_PACKAGE_DIR": PACKAGE,
         }
         rank1_core, rank0_core = tmp_path / "rank1.gcore", tmp_path / "rank0.gcore"
         gdb = subprocess.run(

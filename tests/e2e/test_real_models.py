@@ -10,8 +10,7 @@ import os
 import re
 
 import pytest
-
-from harness import BUILD, PYTHON, TOP, clean_env, run_bounded
+from harness import PACKAGE_PARENT, PYTHON, TOP, clean_env, run_bounded
 
 SCRIPT = os.path.join(TOP, "tests", "e2e", "scripts", "real_models.py")
 HEALTHY = ["gpt_healthy", "mha_padding"]
@@ -36,7 +35,7 @@ OVERFLOW_MESSAGE = (
 
 def run_case(case, *prefix):
     env = clean_env(
-        PYTHONPATH=os.path.join(BUILD, "python"), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"
+        PYTHONPATH=PACKAGE_PARENT, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"
     )
     return run_bounded([PYTHON, *prefix, SCRIPT, case], timeout=300, env=env, cwd=TOP)
 

@@ -1,13 +1,37 @@
-"""Where the build under test is: OVF_BUILD_DIR (default <repo>/build). A module
-of its own so test files can import it whatever other conftest.py is loaded."""
+"""Where the ovf under test is, and the interpreter the tests start. A module of its own
+so test files can import it whatever other conftest.py is loaded.
 
+- The build tree (default): OVF_BUILD_DIR (default <repo>/build); its python/ directory
+  goes first on sys.path and on the children's PYTHONPATH.
+- A pip-installed ovf (OVF_TEST_INSTALLED=1): the one the interpreter running pytest
+  imports (tools/test.sh runs the end-to-end tests so, in a fresh venv with the wheel).
+PYTHON: OVF_PYTHON, default the interpreter running pytest (the venv's)."""
+
+import importlib.util
 import os
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("OVF_BUILD_DIR", os.path.join(REPO, "build"))
-PACKAGE_PARENT = os.path.join(BUILD, "python")
-if not os.path.isdir(os.path.join(PACKAGE_PARENT, "ovf")):
-    raise RuntimeError(f"ovf is not built in {BUILD}: run cmake and ninja first (see README.md)")
-if PACKAGE_PARENT not in sys.path:
-    sys.path.insert(0, PACKAGE_PARENT)
+PYTHON = os.environ.get("OVF_PYTHON", sys.executable)
+INSTALLED = os.environ.get("OVF_TEST_INSTALLED") == "1"
+
+if INSTALLED:
+    _spec = importlib.util.find_spec("ovf")  # without importing it (nor torch)
+    if _spec is None or not _spec.submodule_search_locations:
+        raise RuntimeError(f"OVF_TEST_INSTALLED=1, but {sys.executable} has no ovf installed")
+    PACKAGE_PARENT = os.path.dirname(list(_spec.submodule_search_locations)[0])
+    # The console scripts beside the interpreter: <venv>/bin/ovf-gdb, ovf-lldb.
+    GDB_LAUNCHER = os.path.join(os.path.dirname(PYTHON), "ovf-gdb")
+    LLDB_LAUNCHER = os.path.join(os.path.dirname(PYTHON), "ovf-lldb")
+    FRONT_ENDS = os.path.join(PACKAGE_PARENT, "ovf", "debuggers")
+else:
+    PACKAGE_PARENT = os.path.join(BUILD, "python")
+    if not os.path.isfile(os.path.join(PACKAGE_PARENT, "ovf", "libovf_runtime.so")):
+        raise RuntimeError(f"ovf is not built in {BUILD}: run tools/setup.sh first (README.md)")
+    if PACKAGE_PARENT not in sys.path:
+        sys.path.insert(0, PACKAGE_PARENT)
+    GDB_LAUNCHER = os.path.join(REPO, "gdb", "ovf-gdb")
+    LLDB_LAUNCHER = os.path.join(REPO, "lldb", "ovf-lldb")
+    FRONT_ENDS = REPO
+PACKAGE = os.path.join(PACKAGE_PARENT, "ovf")

@@ -3,11 +3,9 @@ launcher (through python3 -m ovf._torchrun, whose stores follow USE_LIBUV=0: Deb
 torch 2.6 has no libuv) on a free loopback port, every process under a
 timeout and killed with its whole process group when it runs past it.
 
-torch 1.13's launcher fails on Python 3.11 unless its output options are ones
-Python 3.11's enum.Flag still iterates ("AttributeError: 'NoneType' object has
-no attribute 'get'" in to_map), so every launch passes --redirects 1 --tee 1:
-each rank's stdout goes to LOG_DIR/<run>/attempt_0/<rank>/stdout.log and, with
-a "[default<rank>]:" prefix, to the launcher's stdout.
+Every launch passes --redirects 1 --tee 1: each rank's stdout goes to
+LOG_DIR/<run>/attempt_0/<rank>/stdout.log and, with a "[default<rank>]:" prefix
+and whole lines (without --tee ranks cut each other's lines), to the launcher's stdout.
 """
 
 import glob
@@ -17,9 +15,10 @@ import signal
 import socket
 import subprocess
 
+from build_paths import PACKAGE_PARENT, PYTHON
+
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("OVF_BUILD_DIR", os.path.join(TOP, "build"))
-PYTHON = "/usr/bin/python3"  # Debian's, with torch
 RANKS_SCRIPT = os.path.join(TOP, "tests", "e2e", "scripts", "ranks.py")
 TIMEOUT = 180
 
@@ -30,7 +29,7 @@ def env(**extra):
         "PATH": "/usr/bin:/bin",
         "HOME": os.environ.get("HOME", "/tmp"),
         "LANG": "C.UTF-8",
-        "PYTHONPATH": os.path.join(BUILD, "python"),
+        "PYTHONPATH": PACKAGE_PARENT,
         "OPENBLAS_NUM_THREADS": "1",
         "OMP_NUM_THREADS": "1",
         "GLOO_SOCKET_IFNAME": "lo",

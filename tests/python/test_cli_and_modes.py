@@ -7,14 +7,12 @@ import subprocess
 import time
 
 import pytest
+from build_paths import PACKAGE_PARENT, PYTHON, REPO
 from elftools.elf.elffile import ELFFile
-
-from build_paths import PACKAGE_PARENT, REPO
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "scripts", "nan_at_batch2.py")
 BOOTSTRAP = os.path.join(PACKAGE_PARENT, "ovf", "_bootstrap")
-PYTHON = "/usr/bin/python3"
 
 
 def child_env(**extra):

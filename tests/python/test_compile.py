@@ -1,4 +1,4 @@
-"""ovf inside torch.compile (torch >= 2.5, the trixie leg): ovf's hooks enter the
+"""ovf inside torch.compile: ovf's hooks enter the
 graph instead of breaking it, the compiled model's frames carry the eager names, the
 first non-finite module output inside the compiled region stops the run there, and
 ovf changes no number the compiled model computes. Each case runs in a child process
@@ -9,21 +9,7 @@ import subprocess
 import textwrap
 
 import pytest
-import torch
-
-from build_paths import PACKAGE_PARENT
-
-PYTHON = "/usr/bin/python3"
-VERSION = tuple(
-    int("".join(c for c in part if c.isdigit()) or 0) for part in torch.__version__.split(".")[:2]
-)
-pytestmark = pytest.mark.skipif(
-    VERSION < (2, 5),
-    reason=(
-        f"torch.compile with ovf needs torch >= 2.5 (here {torch.__version__}): "
-        "the trixie leg runs these"
-    ),
-)
+from build_paths import PACKAGE_PARENT, PYTHON
 
 MODEL = """
 import torch, ovf

@@ -11,7 +11,7 @@ import subprocess
 import time
 
 import pytest
-from build_paths import BUILD, PACKAGE_PARENT, REPO
+from build_paths import BUILD, PACKAGE_PARENT, PYTHON, REPO
 from elftools.elf.elffile import ELFFile
 
 TRAIN = os.path.join(BUILD, "examples", "cpp", "train")
@@ -126,7 +126,7 @@ def test_abort_reports_then_aborts():
         commands[1],
     ), commands
     assert commands[2].startswith(
-        f"    PYTHONPATH={PACKAGE_PARENT} /usr/bin/python3 -m ovf.postmortem "
+        f"    PYTHONPATH={PACKAGE_PARENT} {PYTHON} -m ovf.postmortem "
     ), commands
 
 

@@ -10,8 +10,7 @@ import subprocess
 
 import pytest
 import torch
-
-from build_paths import PACKAGE_PARENT, REPO
+from build_paths import PACKAGE_PARENT, PYTHON, REPO
 from ovf import _options, _ovf
 
 SCRIPT = os.path.join(REPO, "tests", "python", "scripts", "deferred_nan.py")
@@ -80,7 +79,7 @@ def _run(mode, bad, batches, on_nan="raise", defer=None, *extra):
     if defer is not None:
         env["OVF_TEST_DEFER"] = defer
     p = subprocess.run(
-        ["/usr/bin/python3", SCRIPT, mode, str(bad), str(batches), on_nan, *extra],
+        [PYTHON, SCRIPT, mode, str(bad), str(batches), on_nan, *extra],
         capture_output=True,
         text=True,
         timeout=120,
@@ -168,14 +167,14 @@ def test_the_command_line_and_environment_name_a_bad_device_mode():
     env = {k: v for k, v in os.environ.items() if not k.startswith("OVF_")}
     env.update(PYTHONPATH=PACKAGE_PARENT, OVF_DEVICE_MODE="sometimes")
     p = subprocess.run(
-        ["/usr/bin/python3", "-m", "ovf", SCRIPT, "fast", "-1", "1", "raise"],
+        [PYTHON, "-m", "ovf", SCRIPT, "fast", "-1", "1", "raise"],
         capture_output=True, text=True, timeout=120, env=env,
     )
     assert p.returncode != 0
     assert "ovf: OVF_DEVICE_MODE must be fast or exact; got 'sometimes'" in p.stderr
     env.pop("OVF_DEVICE_MODE")
     p = subprocess.run(
-        ["/usr/bin/python3", "-m", "ovf", "--device-mode", "sometimes", SCRIPT],
+        [PYTHON, "-m", "ovf", "--device-mode", "sometimes", SCRIPT],
         capture_output=True, text=True, timeout=120, env=env,
     )
     assert p.returncode == 2 and "--device-mode: invalid choice: 'sometimes'" in p.stderr
@@ -189,7 +188,7 @@ def test_op_level_mode_gives_the_same_verdict_through_the_device_engine():
         env.update(PYTHONPATH=PACKAGE_PARENT, OPENBLAS_NUM_THREADS="1", **extra)
         script = os.path.join(REPO, "examples", "log_negative.py")
         p = subprocess.run(
-            ["/usr/bin/python3", "-m", "ovf", "--ops", script],
+            [PYTHON, "-m", "ovf", "--ops", script],
             capture_output=True, text=True, timeout=300, env=env,
         )
         assert p.returncode == 1, p.stderr[-2000:]

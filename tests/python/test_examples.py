@@ -4,8 +4,7 @@ import os
 import subprocess
 
 import pytest
-
-from build_paths import PACKAGE_PARENT, REPO
+from build_paths import PACKAGE_PARENT, PYTHON, REPO
 
 CASES = [
     # script, batch in the report, last frame's header, the non-finite line's label
@@ -20,7 +19,7 @@ def test_example_diverges_where_documented(script, batch, header, label):
     env = {k: v for k, v in os.environ.items() if not k.startswith("OVF_")}
     env.update(PYTHONPATH=PACKAGE_PARENT, OPENBLAS_NUM_THREADS="1")
     p = subprocess.run(
-        ["/usr/bin/python3", "-m", "ovf", os.path.join(REPO, "examples", script)],
+        [PYTHON, "-m", "ovf", os.path.join(REPO, "examples", script)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -47,7 +46,7 @@ def test_fp16_example_explains_itself_without_a_gpu():
     if torch.cuda.is_available():
         pytest.skip("a GPU is present: this test checks the message printed without one")
     p = subprocess.run(
-        ["/usr/bin/python3", os.path.join(REPO, "examples", "fp16_autocast_overflow.py")],
+        [PYTHON, os.path.join(REPO, "examples", "fp16_autocast_overflow.py")],
         capture_output=True,
         text=True,
         timeout=120,

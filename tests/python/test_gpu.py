@@ -8,8 +8,7 @@ import subprocess
 
 import pytest
 import torch
-
-from build_paths import PACKAGE_PARENT
+from build_paths import PACKAGE_PARENT, PYTHON
 from ovf import _ovf
 from test_device_engine import DTYPES, _bit_patterns, _views
 
@@ -43,7 +42,7 @@ def test_the_self_check_rejects_a_cuda_backend_that_disagrees():
     env = {k: v for k, v in os.environ.items() if not k.startswith("OVF_")}
     env.update(PYTHONPATH=PACKAGE_PARENT, OVF_TEST_CUDA_DISAGREE="1")
     p = subprocess.run(
-        ["/usr/bin/python3", "-c", SELF_CHECK], capture_output=True, text=True, timeout=300,
+        [PYTHON, "-c", SELF_CHECK], capture_output=True, text=True, timeout=300,
         env=env,
     )
     assert p.returncode == 0, p.stderr

@@ -9,7 +9,6 @@ import torch
 from ovf import _ovf
 from torch import nn
 
-
 sys.path.insert(
     0,
     os.path.join(

@@ -6,13 +6,12 @@ import dataclasses
 import gc
 import os
 
+import ovf
 import pytest
 import torch
-from torch import nn
-
-import ovf
-from ovf import _ovf
 from models import batch_inputs, make_net
+from ovf import _ovf
+from torch import nn
 
 
 @dataclasses.dataclass
@@ -42,10 +41,11 @@ class Wrapper(nn.Module):
 
 
 def frame_lines(make, x=None):
-    """The report lines of Odd's frame for one forward of Wrapper(make)."""
+    """The report lines of Odd's frame for one forward of Wrapper(make), every tensor of
+    it seen (keyword_inputs=True; the reference's view is test_transformers_reference's)."""
     x = torch.tensor([[1.0, -2.0], [0.5, 4.0]]) if x is None else x
     model = Wrapper(make)
-    debug = ovf.DebugUnderflowOverflow(model, on_nan="continue")
+    debug = ovf.DebugUnderflowOverflow(model, on_nan="continue", keyword_inputs=True)
     model(x)
     text = _ovf.report(2)
     debug.remove()
@@ -149,7 +149,7 @@ def test_outputs_and_gradients_are_bit_identical_with_and_without_ovf():
     plain = train(make_net(), 5)
     watched = train(make_net(), 5, ovf.DebugUnderflowOverflow)
     assert len(plain) == len(watched)
-    for a, b in zip(plain, watched):
+    for a, b in zip(plain, watched, strict=False):
         assert torch.equal(a, b)
 
 
@@ -251,7 +251,7 @@ def test_an_internal_error_disables_ovf_with_one_line_and_training_goes_on(capfd
     # inside ovf's output walk.
     fake = type("Fake", (), {"__dataclass_fields__": 5})()
     model = Wrapper(lambda x: fake)
-    debug = ovf.DebugUnderflowOverflow(model)
+    debug = ovf.DebugUnderflowOverflow(model, keyword_inputs=True)
     try:
         assert model(torch.ones(2)) is fake
         assert model(torch.ones(2)) is fake

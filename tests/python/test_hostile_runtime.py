@@ -11,12 +11,10 @@ import textwrap
 import time
 
 import pytest
-
-from build_paths import PACKAGE_PARENT
+from build_paths import PACKAGE_PARENT, PYTHON
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NAN_SCRIPT = os.path.join(HERE, "scripts", "nan_at_batch2.py")
-PYTHON = "/usr/bin/python3"
 
 
 def env(**extra):

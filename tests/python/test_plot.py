@@ -218,8 +218,10 @@ def test_op_records_as_rows(tmp_path):
         cells.setdefault((label, str(op["batch"])), []).append(op)
     got = {
         (row, column): (value, bad)
-        for row, values, flags in zip(drawn["rows"], drawn["values"], drawn["nonfinite"])
-        for column, value, bad in zip(drawn["columns"], values, flags)
+        for row, values, flags in zip(
+            drawn["rows"], drawn["values"], drawn["nonfinite"], strict=True
+        )
+        for column, value, bad in zip(drawn["columns"], values, flags, strict=False)
         if (row, column) in cells
     }
     assert got == {key: _cell(lines, ("op",)) for key, lines in cells.items()}

@@ -9,7 +9,6 @@ import sys
 
 import pytest
 
-
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "plugin"))
 
@@ -201,7 +200,7 @@ class RingBuilder:
 def two_batches(capacity=64, version=layout.LAYOUT_VERSION):
     b = RingBuilder(capacity, version)
     b.marker()
-    for batch in range(2):
+    for _batch in range(2):
         b.frame(
             "fc",
             "Linear",

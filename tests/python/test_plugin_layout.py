@@ -9,7 +9,6 @@ import sys
 
 import pytest
 
-
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "plugin"))
 
@@ -255,7 +254,7 @@ def _doc_tables():
     }
     order = sorted(sections.items(), key=lambda kv: kv[1])
     tables = {}
-    for (name, start), (_, end) in zip(order, order[1:]):
+    for (name, start), (_, end) in zip(order, order[1:], strict=False):
         tables[name] = {
             field: (int(offset.lstrip("+")), _doc_size(kind))
             for offset, kind, field in DOC_ROW.findall(text[start:end])

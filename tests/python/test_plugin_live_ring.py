@@ -9,7 +9,6 @@ import sys
 
 import pytest
 
-
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("OVF_BUILD_DIR", os.path.join(TOP, "build"))
 

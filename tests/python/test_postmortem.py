@@ -12,8 +12,6 @@ import struct
 import subprocess
 
 import pytest
-
-
 from ranks_harness import (
     BUILD,
     PYTHON,

@@ -1,11 +1,10 @@
 """DebugUnderflowOverflow prints what the reference prints, line by line."""
 
+import ovf
 import pytest
 import torch
-
-import ovf
-from oracle import Oracle
 from models import batch_inputs, make_net
+from oracle import Oracle
 
 
 def run_until_overflow(model, overflow_step, steps=5):

@@ -4,7 +4,7 @@ import ctypes
 import os
 import subprocess
 
-from build_paths import PACKAGE_PARENT
+from build_paths import PACKAGE_PARENT, PYTHON
 
 PROBE = """
 import ctypes, struct, sys
@@ -21,7 +21,7 @@ def probe(**env):
     full = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
     full.update(env, PYTHONPATH=PACKAGE_PARENT)
     p = subprocess.run(
-        ["/usr/bin/python3", "-c", PROBE], capture_output=True, text=True, env=full, timeout=60
+        [PYTHON, "-c", PROBE], capture_output=True, text=True, env=full, timeout=60
     )
     assert p.returncode == 0, p.stderr
     return p.stdout.split()
@@ -52,7 +52,7 @@ def test_package_version_matches_the_runtime_and_import_is_lazy():
         "from ovf import _ovf; print(ovf.__version__ == _ovf.__version__)"
     )
     p = subprocess.run(
-        ["/usr/bin/python3", "-c", probe],
+        [PYTHON, "-c", probe],
         capture_output=True,
         text=True,
         timeout=60,

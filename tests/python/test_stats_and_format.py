@@ -6,7 +6,6 @@ import struct
 
 import pytest
 import torch
-
 from ovf import _ovf
 
 

@@ -5,7 +5,6 @@ import argparse
 
 from ovf_ring.errors import OvfError
 
-
 from . import (
     abort_after,
     break_on_nan,

@@ -12,7 +12,6 @@ from ovf_ring import listing
 
 from . import types
 
-
 NAME = "frames"
 
 

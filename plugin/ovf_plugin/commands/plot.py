@@ -16,7 +16,6 @@ import os
 from .. import plot
 from . import types
 
-
 NAME = "plot"
 
 

@@ -7,7 +7,6 @@ innermost frame is marked; `ovf py-locals` shows its locals.
 
 from ovf_ring import python_stack
 
-
 NAME = "py-bt"
 
 

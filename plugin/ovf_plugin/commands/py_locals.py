@@ -8,7 +8,6 @@ snapshot, live or from a core, in gdb and LLDB alike.
 
 from ovf_ring import python_stack
 
-
 NAME = "py-locals"
 
 

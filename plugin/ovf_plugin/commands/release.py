@@ -8,7 +8,6 @@ from ovf_ring import layout
 from ovf_ring.errors import OvfError
 from ovf_ring.target import TargetMemoryError
 
-
 NAME = "release"
 
 

@@ -11,7 +11,6 @@ from ovf_ring.errors import OvfError
 from ovf_ring.event import describe_seq, last_event
 from ovf_ring.identity import process_text
 
-
 NAME = "status"
 
 

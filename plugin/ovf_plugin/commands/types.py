@@ -3,7 +3,6 @@
 import argparse
 import math
 
-
 # What the runtime's fields hold (ring.h): batch numbers are int64, counts
 # (frames to list) are bounded by what a ring can hold.
 MAX_BATCH = 2**63 - 1

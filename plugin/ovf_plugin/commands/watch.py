@@ -12,7 +12,6 @@ from ovf_ring.errors import OvfError
 
 from . import types
 
-
 NAME = "watch"
 
 

@@ -68,7 +68,7 @@ def _same_line(a, b, decades=0.05):
         return False
     return all(
         va == vb or (va > 0 and vb > 0 and abs(math.log10(va) - math.log10(vb)) < decades)
-        for (_, va, _), (_, vb, _) in zip(a, b)
+        for (_, va, _), (_, vb, _) in zip(a, b, strict=False)
         if va is not None
     )
 

@@ -87,7 +87,10 @@ enum ovf_record_flags {
   OVF_FLAG_TRUNCATED = 1u << 4,      // frame: more values than the per-frame line cap
   OVF_FLAG_ROOT = 1u << 5,           // frame: the watched model's top-level forward
   OVF_FLAG_TRACED = 1u << 6,         // frame: in a batch listed in trace_batches
-  OVF_FLAG_WEIGHT_CACHED = 1u << 7,  // weight line: stats reused (version counter unchanged)
+  // 1u << 7: unused. Written by runtimes of layout 3 before 0.1.0's pip release on weight
+  // lines whose statistics were reused while the version counter stood still, which
+  // writes through .data do not move: weights are read at every forward now.
+  OVF_FLAG_UNUSED_7 = 1u << 7,
   OVF_FLAG_PRODUCER = 1u << 8,       // non-finite output while every input (and weight) was finite
   OVF_FLAG_CARRIER = 1u << 9,        // an input (or weight) was already non-finite
   OVF_FLAG_BACKWARD = 1u << 10,      // OP_OUTPUT: an op run by autograd's backward pass
@@ -185,6 +188,8 @@ enum ovf_device_backend_bits {
   OVF_BACKEND_PORTABLE = 1u << 0,       // ATen ops on the tensor's device
   OVF_BACKEND_CUDA = 1u << 1,           // ovf's fused CUDA kernels
   OVF_BACKEND_CUDA_REJECTED = 1u << 2,  // the first-use self-check disagreed: portable from then on
+  OVF_BACKEND_CUDA_BUILT = 1u << 3,     // this runtime holds the CUDA backend (kernels and glue)
+  OVF_BACKEND_NO_CUDA_DEVICE = 1u << 4,  // ... and torch sees no CUDA device in this process
 };
 
 typedef struct ovf_control {

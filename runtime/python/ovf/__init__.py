@@ -12,8 +12,13 @@ read core files (``python3 -m ovf.postmortem``) start without torch.
 """
 
 import importlib
+import os
 
 __version__ = "0.1.0"
+
+# For C++ programs of a pip-installed ovf: find_package(ovf) with this on CMAKE_PREFIX_PATH
+# (as torch.utils.cmake_prefix_path for torch).
+cmake_prefix_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "share", "cmake")
 
 _LAZY = {
     "DebugUnderflowOverflow": "._debug_underflow_overflow",
@@ -28,6 +33,7 @@ __all__ = [
     "NonFiniteError",
     "OptionError",
     "__version__",
+    "cmake_prefix_path",
 ]
 
 

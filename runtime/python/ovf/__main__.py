@@ -7,7 +7,6 @@ import sys
 
 from . import _options
 
-
 # The OVF_* variable each option sets (what the bootstrap reads in the script's process).
 OPTION_OF = {
     "OVF_ON_NAN": "--on-nan",

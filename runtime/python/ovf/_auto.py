@@ -59,14 +59,10 @@ def is_enabled():
 
 
 def _register_global_forward_hook():
-    register = torch.nn.modules.module.register_module_forward_hook
-    if _hooks.HOOKS_TAKE_KWARGS:
-        try:
-            return register(_ovf.forward_hook_with_kwargs, with_kwargs=True)
-        except TypeError:  # a torch whose global hooks take no with_kwargs
-            pass
-    _hooks.install_kwargs_shim(force=True)
-    return register(_ovf.forward_hook)
+    _hooks.hooks_installed()
+    return torch.nn.modules.module.register_module_forward_hook(
+        _ovf.forward_hook, with_kwargs=True
+    )
 
 
 def enable(

@@ -104,14 +104,12 @@ def _register():
         if key is not None:
             torch.ops.ovf.module_enter(key)
 
-    @dynamo.substitute_in_graph(_ovf.forward_hook_with_kwargs, skip_signature_check=True)
-    def forward_hook_with_kwargs(module, args, kwargs, output):
-        key = getattr(module, "_ovf_key", None)
-        if key is not None:
-            torch.ops.ovf.module_frame(key, _tensors(args), _tensors(output))
-
     @dynamo.substitute_in_graph(_ovf.forward_hook, skip_signature_check=True)
-    def forward_hook(module, args, output):
+    def forward_hook(module, args, kwargs, output):
+        forward_hook_positional(module, args, output)
+
+    @dynamo.substitute_in_graph(_ovf.forward_hook_positional, skip_signature_check=True)
+    def forward_hook_positional(module, args, output):
         key = getattr(module, "_ovf_key", None)
         if key is not None:
             torch.ops.ovf.module_frame(key, _tensors(args), _tensors(output))
@@ -140,17 +138,10 @@ class _AfterDynamoImport(importlib.abc.MetaPathFinder):
 _installed = False
 
 
-def supported():
-    """torch.compile with stand-ins for C functions (substitute_in_graph): torch >= 2.5."""
-    from ._hooks import torch_version
-
-    return torch_version() >= (2, 5)
-
-
 def install():
     """Once per process: now if torch._dynamo is loaded, else when it is."""
     global _installed
-    if _installed or not supported():
+    if _installed:
         return
     _installed = True
     if "torch._dynamo" in sys.modules:

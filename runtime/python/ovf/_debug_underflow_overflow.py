@@ -30,11 +30,16 @@ class DebugUnderflowOverflow:
             after the op that produced the NaN, inside the forward).
         backward: also check the ops of the backward pass, named by the forward op
             and module whose gradient they compute.
-        optimizers: check the parameters after every optimizer step (optimizers
-            created from now on, on torch < 2.0): a debugger stops at the step that
-            wrote the NaN, named by parameter path; without one the next forward
-            reports it, as in the reference. "state": the optimizer's state tensors
-            (Adam's exp_avg, exp_avg_sq) too.
+        optimizers: check the parameters after every optimizer step: a debugger
+            stops at the step that wrote the NaN, named by parameter path; without
+            one the next forward reports it, as in the reference. "state": the
+            optimizer's state tensors (Adam's exp_avg, exp_avg_sq) too.
+        keyword_inputs: see all a forward's tensors: its keyword inputs (Hugging Face
+            models take most of theirs so: input_ids=..., attention_mask=...) and the
+            tensors in lists, dicts and dataclasses (a ModelOutput's logits). Off by
+            default: the report is then the reference's, byte for byte, whose hooks
+            see positional inputs and the tensors of tuples only. `python3 -m ovf` and
+            the debuggers see all.
         device_mode: how the statistics of tensors on a device (a GPU) reach the
             host: "fast" (default: no synchronisation in the hooks; a frame is
             judged when its statistics arrive, at a later hook and at the latest
@@ -47,14 +52,15 @@ class DebugUnderflowOverflow:
         self,
         model,
         max_frames_to_save=21,
-        trace_batch_nums=[],
-        abort_after_batch_num=None,  # noqa: B006
+        trace_batch_nums=[],  # noqa: B006 - the reference's signature, never mutated
+        abort_after_batch_num=None,
         *,
         on_nan="raise",
         ops=False,
         backward=False,
         optimizers=False,
         device_mode="fast",
+        keyword_inputs=False,
     ):
         global _active
         if not isinstance(model, torch.nn.Module):
@@ -101,7 +107,9 @@ class DebugUnderflowOverflow:
         for module, name in self.module_names.items():
             _hooks.watch(module, name, module is model)
         _hooks.hooks_installed()
-        self._handles = [_hooks.register_forward_hook(m) for m in self.module_names]
+        self._handles = [
+            _hooks.register_forward_hook(m, keyword_inputs) for m in self.module_names
+        ]
         bits = _options.OBSERVE_BITS
         observe = (
             (bits["ops"] if ops else 0)
@@ -161,10 +169,6 @@ class DebugUnderflowOverflow:
             _ovf.stop_session()
             _ovf.clear_modules()
             _active = None
-            from . import _auto
-
-            if not _auto.is_enabled():
-                _hooks.uninstall_kwargs_shim()
 
 
 def detect_overflow(var, ctx):

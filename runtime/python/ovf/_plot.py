@@ -23,13 +23,13 @@ CHILD_TIMEOUT_S = 300
 
 def plot_own_ring(path, module=None, batches=False, ops=False, last=None):
     """Draws this process's ring into `path`; returns the drawn matrix (dict)."""
-    from . import _ovf
-
     # ovf's ring reader, beside this package; reading only, no matplotlib here
     from ovf_ring import picture
     from ovf_ring.errors import OvfError
     from ovf_ring.proc_target import ProcTarget
     from ovf_ring.ring import locate
+
+    from . import _ovf
 
     options = picture.Options(module=module, batches=batches, ops=ops, last=last)
     program = " ".join([os.path.basename(sys.executable), *sys.argv]).strip()

@@ -18,7 +18,6 @@ import time
 
 import torch
 import torch.distributed as dist
-
 from diverge import Net  # the same directory
 
 

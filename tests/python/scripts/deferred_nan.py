@@ -7,9 +7,8 @@ tensors take the device engine and their statistics arrive late."""
 
 import sys
 
-import torch
-
 import ovf
+import torch
 
 
 class Mid(torch.nn.Module):
