@@ -4,10 +4,8 @@ Four modes, interleaved in one process (round-robin over repetitions, the
 order rotating; medians reported), one thread:
 
   plain      no hooks;
-  ovf        ovf.DebugUnderflowOverflow(model) (its C++ hooks, ring, one-pass
-             stats; on torch < 2.0 also its keyword-argument shim around
-             nn.Module.__call__, which is counted as ovf's cost and taken out
-             again for the other modes);
+  ovf        ovf.DebugUnderflowOverflow(model, keyword_inputs=True) (its C++
+             hooks, ring, one-pass stats; every tensor of a forward);
   ovf+ops    the same with the op observer on, forward and backward
              (DebugUnderflowOverflow(model, ops=True, backward=True)): every
              ATen op's outputs checked, as `ovf break-on-nan --ops --backward`;
@@ -28,8 +26,8 @@ whose target is <= 0.25 on both models; and for op-level mode, ovf+ops/plain
 against reference/plain: op-level no slower than the reference approach at
 module level.
 
-ovf does at least the reference's work: it also records keyword inputs, which
-the reference's hooks do not see on torch 1.13. Both analyse the values of a
+ovf does at least the reference's work: it also records keyword inputs (here
+labels=), which the reference's hooks do not see. Both analyse the values of a
 dict output (the model returns {"loss", "logits"} like transformers'
 ModelOutput); the reference proper prints "not a tensor" for it.
 
@@ -111,9 +109,8 @@ class ReferenceDetector:
 
 
 class OvfMode:
-    """Turns ovf on and off around a mode's steps. remove() restores
-    nn.Module.__call__, so plain and reference modes run without ovf's
-    torch<2 kwargs shim and ovf's mode pays for it."""
+    """Turns ovf on and off around a mode's steps: plain and reference modes run
+    without its hooks."""
 
     def __init__(self, ovf, ops=False):
         self.ovf = ovf
@@ -121,7 +118,9 @@ class OvfMode:
         self.debug = None
 
     def enter(self, model):
-        self.debug = self.ovf.DebugUnderflowOverflow(model, ops=self.ops, backward=self.ops)
+        self.debug = self.ovf.DebugUnderflowOverflow(
+            model, ops=self.ops, backward=self.ops, keyword_inputs=True
+        )
         self.start_batch = self.debug.batch_number
 
     def exit(self, expected_batches):

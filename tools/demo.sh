@@ -5,7 +5,7 @@
 # report, the Python stack and the frames that led there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export OPENBLAS_NUM_THREADS=1
-commands=(-ex 'ovf break-on-nan' -ex run -ex 'py-bt' -ex 'ovf frames 6' -ex 'ovf status' -ex kill)
-printf '$ gdb/ovf-gdb -batch'; printf " %q" "${commands[@]}"; echo ' --args /usr/bin/python3 examples/diverge_lr.py'
-timeout 300 gdb/ovf-gdb -batch "${commands[@]}" --args /usr/bin/python3 examples/diverge_lr.py
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+commands=(-ex 'ovf break-on-nan' -ex run -ex 'ovf py-bt' -ex 'ovf frames 6' -ex 'ovf status' -ex kill)
+printf '$ gdb/ovf-gdb -batch'; printf " %q" "${commands[@]}"; echo ' --args .venv/bin/python examples/diverge_lr.py'
+timeout 300 gdb/ovf-gdb -batch "${commands[@]}" --args .venv/bin/python examples/diverge_lr.py

@@ -40,7 +40,7 @@ else
       echo "lint: pyflakes: undefined or unused names (ruff.toml's F rules)"
       status=1
     fi
-    echo "lint: ruff is not here (Debian bookworm has none): Python checked with pyflakes and for line length"
+    echo "lint: ruff is not here (tools/setup.sh's venv has it): Python checked with pyflakes and for line length"
   else
     echo "lint: neither ruff nor pyflakes is here: Python checked for line length only"
   fi

@@ -5,9 +5,9 @@
 # and python3-matplotlib; prints the session's commands and what `ovf plot` said.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export OPENBLAS_NUM_THREADS=1
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 out=docs/walkthrough-plot.png
 commands=(-ex 'ovf break-on-nan' -ex run -ex "ovf plot $out --batches" -ex kill)
-printf '$ gdb/ovf-gdb -batch'; printf " %q" "${commands[@]}"; echo ' --args /usr/bin/python3 examples/diverge_lr.py'
-log=$(timeout 300 gdb/ovf-gdb -batch "${commands[@]}" --args /usr/bin/python3 examples/diverge_lr.py 2>&1)
+printf '$ gdb/ovf-gdb -batch'; printf " %q" "${commands[@]}"; echo ' --args .venv/bin/python examples/diverge_lr.py'
+log=$(timeout 300 gdb/ovf-gdb -batch "${commands[@]}" --args .venv/bin/python examples/diverge_lr.py 2>&1)
 grep -A1 '^ovf: wrote ' <<<"$log" || { echo "$log" >&2; echo "walkthrough-plot.sh: no picture was drawn" >&2; exit 1; }

@@ -36,9 +36,9 @@ std::unordered_map<PyObject*, ModuleEntry>& modules() {
 PyObject* g_root = nullptr;
 // Python-side callback for a module called that ovf has not named yet (auto mode).
 py::object* g_discover = nullptr;
+// NonFiniteError: a bare instance carries the reference's message (raised asynchronously
+// after an op, by class).
 py::object* g_nonfinite_error = nullptr;
-py::object* g_op_error =
-    nullptr;  // its subclass whose bare instance carries the reference's message
 
 void write_stdout(const std::string& text) {
   if (text.empty()) return;
@@ -106,7 +106,7 @@ bool raise_asynchronously(PyObject* type) {
 // The op observer's handler in Python programs: the core's response, carried
 // out at the op, which runs with the GIL released more often than not. An op
 // cannot throw: a raise reaches the program as an asynchronous exception of
-// g_op_error (NonFiniteError with the reference's message) right after the op,
+// NonFiniteError (a bare one carries the reference's message) right after the op,
 // or at the next hook on a thread that runs no Python.
 void on_op_event(const ovf_record& record, uint32_t events) {
   const bool python_thread = PyGILState_GetThisThreadState() != nullptr;
@@ -124,7 +124,7 @@ void on_op_event(const ovf_record& record, uint32_t events) {
     }
     uint64_t batch = 0;
     if (python_thread && Monitor::instance().take_pending_raise(&batch) &&
-        !raise_asynchronously(g_op_error->ptr())) {
+        !raise_asynchronously(g_nonfinite_error->ptr())) {
       PyErr_SetString(PyExc_RuntimeError, "ovf: the raise could not be delivered");
       throw py::error_already_set();
     }
@@ -289,11 +289,10 @@ void check_optimizer(py::handle optimizer) {
 
 }  // namespace
 
-void set_python_callbacks(py::object discover, py::object nonfinite_error, py::object op_error) {
+void set_python_callbacks(py::object discover, py::object nonfinite_error) {
   // They live for the process, like the hooks.
   g_discover = discover.is_none() ? nullptr : new py::object(discover);
   g_nonfinite_error = new py::object(nonfinite_error);
-  g_op_error = new py::object(op_error);
   set_op_event_handler(&on_op_event);
   install_python_snapshot();
 }

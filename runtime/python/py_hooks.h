@@ -11,11 +11,10 @@
 namespace ovf {
 
 // The Python objects the driver calls back: auto mode's discover(module) (None:
-// explicit mode), the exception class NonFiniteError and its subclass raised
-// asynchronously after an op (its bare instance carries the reference's message).
-// Also makes the driver act on op events.
-void set_python_callbacks(pybind11::object discover, pybind11::object nonfinite_error,
-                          pybind11::object op_error);
+// explicit mode) and the exception class NonFiniteError (raised asynchronously
+// after an op by class: its bare instance carries the reference's message). Also
+// makes the driver act on op events.
+void set_python_callbacks(pybind11::object discover, pybind11::object nonfinite_error);
 
 // Module hooks (global in auto mode, per module in explicit mode), registered
 // with_kwargs=True: keyword inputs are recorded too.

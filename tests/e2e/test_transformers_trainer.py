@@ -94,8 +94,11 @@ def test_torchrun_ranks_stop_where_the_reference_stops(reference, tmp_path):
         assert verdict(text) == reference, out
 
 
-@pytest.mark.skipif(shutil.which("accelerate") is None and not os.path.exists(
-    os.path.join(os.path.dirname(PYTHON), "accelerate")), reason="accelerate is not installed")
+@pytest.mark.skipif(
+    shutil.which("accelerate") is None
+    and not os.path.exists(os.path.join(os.path.dirname(PYTHON), "accelerate")),
+    reason="accelerate is not installed",
+)
 def test_accelerate_launch_stops_where_the_reference_stops(reference):
     accelerate = os.path.join(os.path.dirname(PYTHON), "accelerate")
     out = run_script(

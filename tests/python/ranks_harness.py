@@ -65,7 +65,7 @@ def torchrun(nproc, log_dir, *args):
         "--tee",
         "1",
         # how often the launcher looks at its ranks (and kills the others once one has
-        # died): torch 1.13's 5 s, which torch 2.x made 0.1 s; a rank that aborts a
+        # died): 5 s instead of torch 2.x's 0.1 s; a rank that aborts a
         # second after another must still write its core
         "--monitor_interval",
         "5",

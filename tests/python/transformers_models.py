@@ -53,8 +53,13 @@ def t5(kind="t5", dtype=torch.float16):
 
 def gpt2(overflow=True):
     config = transformers.GPT2Config(
-        vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=2, n_positions=16,
-        bos_token_id=0, eos_token_id=0,
+        vocab_size=VOCAB,
+        n_embd=32,
+        n_layer=2,
+        n_head=2,
+        n_positions=16,
+        bos_token_id=0,
+        eos_token_id=0,
     )
     torch.manual_seed(0)
     model = transformers.GPT2LMHeadModel(config).eval()
@@ -74,9 +79,16 @@ def llama_bf16():
     MLP in layer 1 overflows bf16's range (3.4e38): SiLU(gate) times up, a product made
     outside any module, reaches down_proj as inf."""
     config = transformers.LlamaConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
-        bos_token_id=0, eos_token_id=0, pad_token_id=0,
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
     )
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(config).eval()
@@ -94,8 +106,12 @@ def llama_bf16():
 
 def bert():
     config = transformers.BertConfig(
-        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=64, max_position_embeddings=32,
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=32,
     )
     torch.manual_seed(0)
     model = transformers.BertForMaskedLM(config).eval()

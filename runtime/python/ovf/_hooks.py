@@ -9,20 +9,17 @@ from . import _compile, _ovf
 
 
 class NonFiniteError(ValueError):
-    """Raised at the first inf/nan, like DebugUnderflowOverflow's ValueError."""
-
-
-class _RaisedAfterOp(NonFiniteError):
-    """Raised right after the ATen op that made the first inf/nan (ops observed):
-    the interpreter raises it by class, so a bare instance carries the message."""
+    """Raised at the first inf/nan, like DebugUnderflowOverflow's ValueError. Right after
+    the ATen op that made it (ops observed) the interpreter raises it by class: a bare
+    instance carries the reference's message. One class, public by its own name, so it
+    pickles and crosses process boundaries (a DataLoader worker's error reaches the
+    main process as itself)."""
 
     def __init__(self, *args):
         super().__init__(*(args or (_ovf.OVERFLOW_MESSAGE,)))
 
 
-# Tracebacks name the public class: ovf.NonFiniteError.
-NonFiniteError.__module__ = _RaisedAfterOp.__module__ = "ovf"
-_RaisedAfterOp.__name__ = _RaisedAfterOp.__qualname__ = "NonFiniteError"
+NonFiniteError.__module__ = "ovf"  # tracebacks and pickle name the public class
 
 
 def _discover(module):
@@ -31,7 +28,7 @@ def _discover(module):
     _auto.discover(module)
 
 
-_ovf.set_callbacks(_discover, NonFiniteError, _RaisedAfterOp)
+_ovf.set_callbacks(_discover, NonFiniteError)
 
 _deepened = False
 

@@ -13,9 +13,8 @@ store, and the collectives run asynchronously and are polled.
 
 With --nproc-per-node N (and no launcher around it) it starts the N ranks on
 this host itself, through torch's launcher with what the installed torch needs
-(--redirects 1 --tee 1, without which torch 1.x's fails on Python 3.11; on
-torch >= 2.4 built without libuv, as Debian's 2.6, stores without libuv: see
-ovf._torchrun), prints the ranks' lines and one verdict line. Under a launcher
+(--redirects 1 --tee 1, so that every rank's lines come whole; on torch >= 2.4
+built without libuv, as Debian's 2.6, stores without libuv: see ovf._torchrun), prints the ranks' lines and one verdict line. Under a launcher
 (RANK and WORLD_SIZE set) it is one rank. Exit status: 0 OK, 1 the check
 failed, 2 not started by a launcher (or the launcher could not start).
 """
@@ -29,8 +28,8 @@ import sys
 import time
 
 PHASES = ("joined", "initialised", "allocated", "all-reduced", "done")
-# In the launcher's store (whose Python binding has no `check` in torch 1.13:
-# counters read with add(key, 0) instead): each rank's host and the number of
+# In the launcher's store (counters read with add(key, 0), which every torch's
+# binding has): each rank's host and the number of
 # steps it has finished, to name the laggards, and how many ranks have joined.
 HOST = "ovf-netcheck/host{}"
 STEPS = "ovf-netcheck/steps{}"

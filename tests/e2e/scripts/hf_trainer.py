@@ -45,8 +45,13 @@ def main():
     p.add_argument("--steps", type=int, default=5)
     args = p.parse_args()
     config = transformers.GPT2Config(
-        vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=2, n_positions=16,
-        bos_token_id=0, eos_token_id=0,
+        vocab_size=VOCAB,
+        n_embd=32,
+        n_layer=2,
+        n_head=2,
+        n_positions=16,
+        bos_token_id=0,
+        eos_token_id=0,
     )
     torch.manual_seed(0)
     model = transformers.GPT2LMHeadModel(config)
