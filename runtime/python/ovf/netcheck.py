@@ -14,8 +14,9 @@ store, and the collectives run asynchronously and are polled.
 With --nproc-per-node N (and no launcher around it) it starts the N ranks on
 this host itself, through torch's launcher with what the installed torch needs
 (--redirects 1 --tee 1, so that every rank's lines come whole; on torch >= 2.4
-built without libuv, as Debian's 2.6, stores without libuv: see ovf._torchrun), prints the ranks' lines and one verdict line. Under a launcher
-(RANK and WORLD_SIZE set) it is one rank. Exit status: 0 OK, 1 the check
+built without libuv, as Debian's 2.6, stores without libuv: see ovf._torchrun),
+prints the ranks' lines and one verdict line. Under a launcher (RANK and
+WORLD_SIZE set) it is one rank. Exit status: 0 OK, 1 the check
 failed, 2 not started by a launcher (or the launcher could not start).
 """
 

@@ -18,6 +18,6 @@ class Images(Dataset):
 if __name__ == "__main__":
     torch.manual_seed(0)
     model = torch.nn.Linear(48, 2)
-    for step, x in enumerate(DataLoader(Images(), batch_size=2, num_workers=2)):
+    for x in DataLoader(Images(), batch_size=2, num_workers=2):
         model(x.flatten(1)).sum().backward()
     print("done")
