@@ -112,8 +112,8 @@ bool cuda_backend_built() {
 void note_cuda_backend() {
 #ifdef OVF_HAVE_CUDA_GLUE
   // device_count() answers 0 without a driver or a GPU; it never throws.
-  const uint32_t bits = OVF_BACKEND_CUDA_BUILT |
-                        (c10::cuda::device_count() == 0 ? OVF_BACKEND_NO_CUDA_DEVICE : 0u);
+  const uint32_t bits =
+      OVF_BACKEND_CUDA_BUILT | (c10::cuda::device_count() == 0 ? OVF_BACKEND_NO_CUDA_DEVICE : 0u);
   __atomic_or_fetch(&ovf_state.device_backends, bits, __ATOMIC_RELAXED);
 #endif
 }

@@ -80,20 +80,20 @@ enum ovf_dtype {
 };
 
 enum ovf_record_flags {
-  OVF_FLAG_HAS_STATS = 1u << 0,      // the stats fields are meaningful
-  OVF_FLAG_NONFINITE = 1u << 1,      // nan + pos_inf + neg_inf > 0 (lines); any line (frames)
-  OVF_FLAG_EMPTY = 1u << 2,          // a tensor with zero elements
-  OVF_FLAG_NO_DATA = 1u << 3,        // a tensor whose data cannot be read here (meta, sparse, ...)
-  OVF_FLAG_TRUNCATED = 1u << 4,      // frame: more values than the per-frame line cap
-  OVF_FLAG_ROOT = 1u << 5,           // frame: the watched model's top-level forward
-  OVF_FLAG_TRACED = 1u << 6,         // frame: in a batch listed in trace_batches
+  OVF_FLAG_HAS_STATS = 1u << 0,  // the stats fields are meaningful
+  OVF_FLAG_NONFINITE = 1u << 1,  // nan + pos_inf + neg_inf > 0 (lines); any line (frames)
+  OVF_FLAG_EMPTY = 1u << 2,      // a tensor with zero elements
+  OVF_FLAG_NO_DATA = 1u << 3,    // a tensor whose data cannot be read here (meta, sparse, ...)
+  OVF_FLAG_TRUNCATED = 1u << 4,  // frame: more values than the per-frame line cap
+  OVF_FLAG_ROOT = 1u << 5,       // frame: the watched model's top-level forward
+  OVF_FLAG_TRACED = 1u << 6,     // frame: in a batch listed in trace_batches
   // 1u << 7: unused. Written by runtimes of layout 3 before 0.1.0's pip release on weight
   // lines whose statistics were reused while the version counter stood still, which
   // writes through .data do not move: weights are read at every forward now.
   OVF_FLAG_UNUSED_7 = 1u << 7,
-  OVF_FLAG_PRODUCER = 1u << 8,       // non-finite output while every input (and weight) was finite
-  OVF_FLAG_CARRIER = 1u << 9,        // an input (or weight) was already non-finite
-  OVF_FLAG_BACKWARD = 1u << 10,      // OP_OUTPUT: an op run by autograd's backward pass
+  OVF_FLAG_PRODUCER = 1u << 8,   // non-finite output while every input (and weight) was finite
+  OVF_FLAG_CARRIER = 1u << 9,    // an input (or weight) was already non-finite
+  OVF_FLAG_BACKWARD = 1u << 10,  // OP_OUTPUT: an op run by autograd's backward pass
   // OP_OUTPUT: the NaN/Inf came from a constant argument (a scalar, a 0-dim
   // tensor: masked_fill(mask, -inf), isfinite's inf): deliberate, not an error.
   OVF_FLAG_CONSTANT = 1u << 11,
