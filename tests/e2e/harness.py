@@ -140,7 +140,8 @@ class Gdb(Debugger):
     list_breakpoints = "info breakpoints"
     py_bt = ["ovf py-bt"]
     # gdb's report of a stop at ovf_stop_event, from the blank line it prints first
-    HIT = re.compile(r'\nThread 1 "[^"]+" hit Breakpoint 1, ovf_stop_event \(')
+    # gdb names the thread only in a program that has started more than one
+    HIT = re.compile(r'\n(?:Thread 1 "[^"]+" hit )?Breakpoint 1, ovf_stop_event \(')
 
     def available(self):
         if shutil.which("gdb") is None:
@@ -191,7 +192,9 @@ class Gdb(Debugger):
     def stop_report(self, event):
         """A regex for the debugger's own report of a stop at ovf_stop_event(..., event)."""
         return (
-            r'Thread 1 "python3" hit Breakpoint 1, ovf_stop_event \(record=0x[0-9a-f]+,'
+            # (the thread's name is the program's: "python3", a venv's "python"; none in a
+            # program of one thread)
+            r'(?:Thread 1 "[^"]+" hit )?Breakpoint 1, ovf_stop_event \(record=0x[0-9a-f]+,'
             rf' event={event}\)'
         )
 

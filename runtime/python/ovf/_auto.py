@@ -6,6 +6,8 @@ named makes it a root: it and its submodules are named from it, as
 ends a batch (a loss module called beside it is a root too, but a small one).
 """
 
+import warnings
+
 import torch
 
 from . import _hooks, _options, _ovf
@@ -60,6 +62,14 @@ def is_enabled():
 
 def _register_global_forward_hook():
     _hooks.hooks_installed()
+    # torch >= 2.10 warns at every torch.compile(module) that global hooks fire once more
+    # for the OptimizedModule wrapper: ovf's do not, it leaves the wrapper unwatched
+    # (eager names); the warning would only mislead.
+    warnings.filterwarnings(
+        "ignore",
+        message=r"Using `torch\.compile\(module\)` when there are global hooks",
+        category=UserWarning,
+    )
     return torch.nn.modules.module.register_module_forward_hook(
         _ovf.forward_hook, with_kwargs=True
     )
