@@ -3,6 +3,10 @@ the OVF_* environment variables. Every error is one line saying what to do."""
 
 import os
 
+# First: torch loads the libraries _ovf links (libtorch_python, libc10, ...) from its own
+# directory, wherever ovf was installed beside it (a venv, --user, a copy).
+import torch  # noqa: F401, I001
+
 from . import _ovf
 
 ON_EVENT_CHOICES = ("raise", "warn", "abort", "wait", "continue")
