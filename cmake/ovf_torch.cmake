@@ -17,7 +17,7 @@ if(IS_DIRECTORY "${_ovf_pybind11_dir}")
   list(APPEND CMAKE_PREFIX_PATH "${_ovf_pybind11_dir}")
 endif()
 ovf_ask_python(_ovf_torch_facts
-  "import torch, torch.utils; print(torch.utils.cmake_prefix_path); print(torch.version.cuda or '')")
+  "import torch, torch.utils; print(torch.utils.cmake_prefix_path); print(torch.version.cuda or 'cpu')")
 if(NOT _ovf_torch_facts)
   message(FATAL_ERROR "${Python_EXECUTABLE} cannot import torch: build ovf with the interpreter "
     "that has torch (-DPython_EXECUTABLE=<venv>/bin/python; with pip: "
@@ -26,6 +26,9 @@ endif()
 string(REPLACE "\n" ";" _ovf_torch_facts "${_ovf_torch_facts}")
 list(GET _ovf_torch_facts 0 _ovf_torch_prefix)
 list(GET _ovf_torch_facts 1 OVF_TORCH_CUDA)
+if(OVF_TORCH_CUDA STREQUAL "cpu")
+  set(OVF_TORCH_CUDA "")
+endif()
 
 find_package(pybind11 CONFIG REQUIRED)
 include(${CMAKE_CURRENT_LIST_DIR}/ovf_find_torch.cmake)

@@ -17,21 +17,25 @@ _batch_root = None
 _enabled = False
 
 
-def _compiled_model(module):
-    """The model a torch.compile wrapper (OptimizedModule) runs, or None: the wrapper
-    is not a module of the program's own, and the model's modules keep their eager
-    names (no `_orig_mod.`)."""
-    inner = getattr(module, "_orig_mod", None)
-    if type(module).__name__ == "OptimizedModule" and isinstance(inner, torch.nn.Module):
-        return inner
-    return None
+def _wrapped_model(module):
+    """The model a wrapper runs, or None: torch.compile's OptimizedModule (`_orig_mod`),
+    DistributedDataParallel and DataParallel (`module`). A wrapper is not a module of
+    the program's own: the model's modules keep the names they have without it (no
+    `_orig_mod.`, no `module.`), as the reference names them given the model."""
+    if type(module).__name__ == "OptimizedModule":
+        inner = getattr(module, "_orig_mod", None)
+    elif isinstance(module, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
+        inner = getattr(module, "module", None)
+    else:
+        return None
+    return inner if isinstance(inner, torch.nn.Module) else None
 
 
 def discover(module, becomes_batch_root=None):
     """Names `module` and its submodules; called by the C++ pre-hook on first sight.
     It becomes the batch root when it is the largest root seen (or when told)."""
     global _batch_root
-    inner = _compiled_model(module)
+    inner = _wrapped_model(module)
     if inner is not None:
         # The wrapper stays unwatched (the pre-hook asks again at each call): name its
         # model once, then nothing.
