@@ -11,12 +11,17 @@ callback: ovf's one line, callbacks=[ovf.hf.OverflowCallback()].
 """
 
 import argparse
+import os
+import sys
 import tempfile
 
 import torch
 import transformers
 
-VOCAB = 96
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import transformers_models  # noqa: E402
+
+VOCAB = transformers_models.VOCAB
 
 
 class Tokens(torch.utils.data.Dataset):
@@ -44,17 +49,7 @@ def main():
     p.add_argument("--blow-up-at", type=int, default=2)
     p.add_argument("--steps", type=int, default=5)
     args = p.parse_args()
-    config = transformers.GPT2Config(
-        vocab_size=VOCAB,
-        n_embd=32,
-        n_layer=2,
-        n_head=2,
-        n_positions=16,
-        bos_token_id=0,
-        eos_token_id=0,
-    )
-    torch.manual_seed(0)
-    model = transformers.GPT2LMHeadModel(config)
+    model, _ = transformers_models.gpt2(overflow=False)  # the tests' tiny GPT-2
     callbacks = [BlowUp(args.blow_up_at)]
     if args.mode == "callback":
         from ovf.hf import OverflowCallback
