@@ -40,9 +40,13 @@ py::object* g_discover = nullptr;
 // after an op, by class).
 py::object* g_nonfinite_error = nullptr;
 
+// Flushed at once: a report is rare, and the process may end right after it without
+// flushing (a DataLoader worker whose error ends it: its report was lost in the pipe).
 void write_stdout(const std::string& text) {
   if (text.empty()) return;
-  py::module_::import("sys").attr("stdout").attr("write")(text);
+  py::object out = py::module_::import("sys").attr("stdout");
+  out.attr("write")(text);
+  out.attr("flush")();
 }
 
 void flush_stdio() {
