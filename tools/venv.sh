@@ -11,7 +11,10 @@ cache=${OVF_CACHE:-/var/cache/ovf}
 # The machine's Python 3.11 (a pyenv shim is asked for its real interpreter).
 base=${OVF_BASE_PYTHON:-}
 if [ -z "$base" ]; then
-  for candidate in python3.11 /usr/bin/python3.11; do
+  # pyenv's 3.11 first (this machine kind's Python, whose shim may not be on PATH), then
+  # whatever python3.11 PATH has, then Debian's
+  for candidate in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.11*/bin/python3.11 python3.11 \
+                   /usr/bin/python3.11; do
     if real=$("$candidate" -c 'import sys; print(sys.executable)' 2>/dev/null); then
       base=$real
       break
