@@ -4,3 +4,6 @@
 export CCACHE_DIR=${CCACHE_DIR:-${OVF_CACHE:-/var/cache/ovf}/ccache}
 export CCACHE_NOHASHDIR=true
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-4G}
+# CMake (3.17 and later) takes these as a new build directory's compiler launchers: the
+# test build's configure and the wheel's (scikit-build-core passes the environment on).
+export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache

@@ -34,6 +34,5 @@ fi
 
 python=$(bash tools/venv.sh)
 source tools/ccache-env.sh
-cmake -S . -B build -G Ninja -DPython_EXECUTABLE="$python" \
-  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache >/dev/null
+cmake -S . -B build -G Ninja -DPython_EXECUTABLE="$python" >/dev/null
 ninja -C build

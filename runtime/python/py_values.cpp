@@ -18,6 +18,21 @@ bool is_dataclass_instance(PyObject* obj) {
   return PyObject_HasAttrString(reinterpret_cast<PyObject*>(Py_TYPE(obj)), "__dataclass_fields__");
 }
 
+// Adds what both views record the same way: a truncated frame's marker, a tensor, None.
+// False: `obj` is something else, for the caller to walk or call "not a tensor".
+bool add_leaf(FrameBuilder& frame, ovf_record_kind kind, PyObject* obj, const std::string& label) {
+  if (frame.full()) {
+    frame.add_value(kind, 0);  // flags the frame truncated
+  } else if (THPVariable_Check(obj)) {
+    add_tensor_line(frame, kind, intern(label), THPVariable_Unpack(obj));
+  } else if (obj == Py_None) {
+    frame.add_value(OVF_KIND_NONE, intern(label));
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string key_label(PyObject* key) {
@@ -42,18 +57,7 @@ std::string key_label(PyObject* key) {
 
 void add_python_value(FrameBuilder& frame, ovf_record_kind kind, PyObject* obj, std::string& label,
                       int depth) {
-  if (frame.full()) {
-    frame.add_value(kind, 0);  // flags the frame truncated
-    return;
-  }
-  if (THPVariable_Check(obj)) {
-    add_tensor_line(frame, kind, intern(label), THPVariable_Unpack(obj));
-    return;
-  }
-  if (obj == Py_None) {
-    frame.add_value(OVF_KIND_NONE, intern(label));
-    return;
-  }
+  if (add_leaf(frame, kind, obj, label)) return;
   const size_t base = label.size();
   if (depth < kMaxDepth && (PyTuple_Check(obj) || PyList_Check(obj))) {
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
@@ -96,13 +100,8 @@ void add_python_value(FrameBuilder& frame, ovf_record_kind kind, PyObject* obj, 
 
 void add_value_as_reference(FrameBuilder& frame, ovf_record_kind kind, PyObject* obj,
                             std::string& label, int tuple_levels) {
-  if (frame.full()) {
-    frame.add_value(kind, 0);  // flags the frame truncated
-  } else if (THPVariable_Check(obj)) {
-    add_tensor_line(frame, kind, intern(label), THPVariable_Unpack(obj));
-  } else if (obj == Py_None) {
-    frame.add_value(OVF_KIND_NONE, intern(label));
-  } else if (tuple_levels > 0 && PyTuple_Check(obj)) {
+  if (add_leaf(frame, kind, obj, label)) return;
+  if (tuple_levels > 0 && PyTuple_Check(obj)) {
     const size_t base = label.size();
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); ++i) {
       label += "[" + std::to_string(i) + "]";

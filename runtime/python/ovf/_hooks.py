@@ -1,6 +1,6 @@
-"""Hook plumbing shared by the explicit API and auto mode: the exception classes,
-naming modules for the runtime, and the forward hook (registered with
-``with_kwargs=True``: keyword inputs are recorded too)."""
+"""Hook plumbing shared by the explicit API and auto mode: the exception class,
+naming modules for the runtime, and the forward hook (every tensor of a forward,
+keyword inputs too; or, for the drop-in report, what the reference's hooks see)."""
 
 import atexit
 import sys
@@ -63,7 +63,6 @@ def register_forward_hook(module, keyword_inputs=True):
     """Registers ovf's C++ forward hook on one module; returns the handle. Without
     keyword_inputs the hook sees what the reference's does: positional inputs, the
     tensors of tuples, and anything else as "not a tensor"."""
-    hooks_installed()
     if keyword_inputs:
         return module.register_forward_hook(_ovf.forward_hook, with_kwargs=True)
     return module.register_forward_hook(_ovf.forward_hook_positional)
