@@ -16,14 +16,19 @@ python=${OVF_PYTHON:-$(readlink -f .venv)/bin/python}  # the interpreter the bui
 source tools/ccache-env.sh
 PATH="$(dirname "$python"):$PATH" bash tools/lint.sh  # the venv's ruff, where it has one
 ctest --test-dir "$build" --output-on-failure --timeout 300
-# Every test that starts a process bounds it with its own timeout.
-"$python" -m pytest -q -rs -p no:cacheprovider tests/python
+# Every test that starts a process bounds it with its own timeout. Each suite's temporary
+# files (core files: several GB an e2e run) go to a directory of the build that pytest
+# empties when it starts, not to /tmp/pytest-of-*, which keeps three runs' worth and
+# filled the disk (the trixie root's /tmp lives on between runs).
+pytest_args=(-q -rs -p no:cacheprovider)
+"$python" -m pytest "${pytest_args[@]}" --basetemp="$build/pytest-tmp/python" tests/python
 if [ "${OVF_TEST_WHEEL:-1}" = 1 ]; then
   installed=$(bash tools/wheel-venv.sh "$python" "$build/wheel-venv")
   echo "== end-to-end tests against the pip-installed ovf ($installed)"
-  OVF_TEST_INSTALLED=1 "$installed" -m pytest -q -rs -p no:cacheprovider tests/e2e
+  OVF_TEST_INSTALLED=1 "$installed" -m pytest "${pytest_args[@]}" \
+    --basetemp="$build/pytest-tmp/e2e" tests/e2e
 else
-  "$python" -m pytest -q -rs -p no:cacheprovider tests/e2e
+  "$python" -m pytest "${pytest_args[@]}" --basetemp="$build/pytest-tmp/e2e" tests/e2e
 fi
 echo "== benchmarks, --quick"
 for bench in bench/*.py; do
