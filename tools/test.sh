@@ -21,6 +21,7 @@ ctest --test-dir "$build" --output-on-failure --timeout 300
 # empties when it starts, not to /tmp/pytest-of-*, which keeps three runs' worth and
 # filled the disk (the trixie root's /tmp lives on between runs).
 pytest_args=(-q -rs -p no:cacheprovider)
+mkdir -p "$build/pytest-tmp"  # pytest makes the --basetemp directory, not its parents
 "$python" -m pytest "${pytest_args[@]}" --basetemp="$build/pytest-tmp/python" tests/python
 if [ "${OVF_TEST_WHEEL:-1}" = 1 ]; then
   installed=$(bash tools/wheel-venv.sh "$python" "$build/wheel-venv")

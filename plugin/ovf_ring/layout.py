@@ -101,7 +101,7 @@ FLAG_UNUSED_7 = 1 << 7  # was: weight statistics reused (could be stale); never 
 FLAG_PRODUCER = 1 << 8
 FLAG_CARRIER = 1 << 9
 FLAG_BACKWARD = 1 << 10
-FLAG_CONSTANT = 1 << 11  # an op's NaN/Inf came from a constant argument: deliberate
+FLAG_CONSTANT = 1 << 11  # deliberate NaN/Inf: a constant argument, made from constants, a mask
 FLAG_PENDING = 1 << 12  # device statistics not arrived yet (fast device mode)
 FLAG_COMPILED = 1 << 13  # a frame from a torch.compile'd graph (fused ops unseen)
 

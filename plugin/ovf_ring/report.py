@@ -137,7 +137,7 @@ def format_op(r, text, module=None):
     elif r.flags & layout.FLAG_CARRIER:
         what += " (carried)"
     elif r.flags & layout.FLAG_CONSTANT:
-        what += " (from a constant)"
+        what += " (deliberate)"
     return f"{values} {what}"
 
 

@@ -109,6 +109,16 @@ std::string diagnose(const std::string& op, const Operand& out,
     return op + " overflow: results exceed " + dtype_name(out.dtype) + "'s max " + e2(top) +
            " (largest input abs max " + e2(largest_input(inputs)) + ")";
   }
+  // A NaN from deliberate infinities (op_observer.cpp: masks never make NaN).
+  const bool softmax = is(op, {"softmax", "_softmax", "log_softmax", "_log_softmax"});
+  if (softmax && first != nullptr && first->neg_inf_count && o.nan_count) {
+    return op + " of rows that are -inf throughout (masked whole): " + made(o);
+  }
+  for (const Operand& in : inputs) {
+    if (in.stats.pos_inf_count + in.stats.neg_inf_count) {
+      return op + " made " + made(o) + " from the infinities of a mask (inf - inf, 0 * inf)";
+    }
+  }
   return op + " made " + made(o) + " from finite inputs";
 }
 

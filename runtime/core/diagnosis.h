@@ -4,6 +4,7 @@
 //   aten::div: the divisor has 3 zeros: 0/0 in 3 elements (nan)
 //   aten::exp overflow: input abs max 9.10e+01 > 88.7 (float32)
 //   aten::to to float16: input abs max 7.10e+04 > 65504
+//   aten::softmax of rows that are -inf throughout (masked whole): 16 nan
 #ifndef OVF_DIAGNOSIS_H
 #define OVF_DIAGNOSIS_H
 

@@ -12,6 +12,7 @@ void FrameBuilder::begin(uint32_t module_name_id, uint32_t class_name_id, bool i
   records_.clear();
   pending_.clear();
   is_root_ = is_root;
+  inputs_may_be_masks_ = false;
   forward_start_ = forward_start;
   ovf_record frame = blank_record(OVF_KIND_FRAME);
   frame.name_id = module_name_id;

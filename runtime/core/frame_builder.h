@@ -43,6 +43,10 @@ class FrameBuilder {
   // A line made by make_line / make_value_line; dropped (frame truncated) when full.
   void add_line(const ovf_record& line);
   bool full() const { return records_.size() > kMaxLinesPerFrame; }
+  // Its inputs may be masks (monitor.cpp: flag_masks): set for ovf's own view
+  // of a forward, not for the reference's, which flags every -inf input.
+  void inputs_may_be_masks() { inputs_may_be_masks_ = true; }
+  bool judges_masks() const { return inputs_may_be_masks_; }
   bool is_root() const { return is_root_; }
   uint64_t forward_start() const { return forward_start_; }
   std::vector<ovf_record>& records() { return records_; }
@@ -51,6 +55,7 @@ class FrameBuilder {
   std::vector<ovf_record> records_;
   PendingLines pending_;
   bool is_root_ = false;
+  bool inputs_may_be_masks_ = false;
   uint64_t forward_start_ = OVF_NO_SEQ;
 };
 

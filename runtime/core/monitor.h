@@ -42,6 +42,13 @@ class Monitor {
   void stop_session();
   bool active() const { return active_; }
 
+  // A region where non-finite values are expected (ovf.expected_nonfinite():
+  // a loss scaler's overflow probe). Process-wide and nestable: the backward
+  // pass's threads run inside the region of the thread that called backward().
+  // Lines committed in it are flagged deliberate and raise no NaN/Inf event.
+  void expect_nonfinite(bool enter) { expected_depth_.fetch_add(enter ? 1 : -1); }
+  bool expecting_nonfinite() const { return expected_depth_.load(std::memory_order_relaxed) > 0; }
+
   // A module forward's frame: appended, the batch counter advanced after the
   // root module's frame, events decided as the reference does. The response
   // says what to print and do. A frame with device lines (PENDING) is judged
@@ -123,6 +130,7 @@ class Monitor {
     bool trace_mode = false;
     bool reference_prints = false;
     bool is_root = false;
+    bool judge_masks = false;  // FrameBuilder::inputs_may_be_masks
     uint64_t forward_start = OVF_NO_SEQ;
     uint64_t previous_end = 0;  // seq after the frame before it (trace mode prints from there)
     uint64_t boundary = 0;      // batch boundaries (root frames) finished before it
@@ -159,11 +167,12 @@ class Monitor {
   bool active_ = false;
   std::vector<int64_t> trace_batches_;  // the session's trace_batch_nums, any number of them
   uint64_t total_calls_ = 0;
-  uint64_t last_frame_end_ = 0;            // seq after the previous frame's last line
-  std::deque<DeferredFrame> deferred_;     // fast device mode: appended, not judged yet
-  uint64_t boundaries_ = 0;                // root frames finished this session
-  bool judging_late_ = false;              // a deferred frame is judged after its hook returned
-  std::recursive_mutex deferred_mutex_;    // C++ programs may finish frames on several threads
+  uint64_t last_frame_end_ = 0;          // seq after the previous frame's last line
+  std::deque<DeferredFrame> deferred_;   // fast device mode: appended, not judged yet
+  uint64_t boundaries_ = 0;              // root frames finished this session
+  bool judging_late_ = false;            // a deferred frame is judged after its hook returned
+  std::recursive_mutex deferred_mutex_;  // C++ programs may finish frames on several threads
+  std::atomic<int> expected_depth_{0};
   std::atomic<size_t> deferred_count_{0};  // deferred_.size(), read without the lock by polls
   uint32_t pending_detection_ = 0;  // the reference's sticky detected_overflow (NAN/INF bits)
   uint64_t last_nonfinite_seq_ = OVF_NO_SEQ;  // newest record holding a NaN/Inf (atomic access)

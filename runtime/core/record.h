@@ -34,7 +34,7 @@ void set_stats(ovf_record& r, const Stats& stats);
 ovf_record make_value_line(ovf_record_kind kind, uint32_t label_id, uint32_t flags = 0);
 
 // Whether a line counts as non-finite for the first-value bookkeeping: a
-// NaN/Inf that did not come from a constant argument (masked_fill(-inf)).
+// NaN/Inf that is not deliberate (OVF_FLAG_CONSTANT: masks, expected regions).
 inline bool counts_as_nonfinite(const ovf_record& r) {
   return (r.flags & OVF_FLAG_NONFINITE) && !(r.flags & OVF_FLAG_CONSTANT) &&
          r.kind != OVF_KIND_FRAME && r.kind != OVF_KIND_STEP;

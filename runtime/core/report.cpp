@@ -307,7 +307,7 @@ std::string format_op(const ovf_record& r) {
   } else if (r.flags & OVF_FLAG_CARRIER) {
     what += " (carried)";
   } else if (r.flags & OVF_FLAG_CONSTANT) {
-    what += " (from a constant)";
+    what += " (deliberate)";
   }
   return values + " " + what;
 }

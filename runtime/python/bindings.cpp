@@ -131,6 +131,7 @@ PYBIND11_MODULE(_ovf, m) {
   m.def("forward_pre_hook", &ovf::forward_pre_hook,
         "Forward pre-hook: names new modules (auto mode), tracks the module stack.");
   m.def("watch_module", &ovf::watch_module, py::arg("module"), py::arg("name"), py::arg("is_root"));
+  m.def("deliver_pending_raise", &ovf::deliver_pending_raise);
   m.def("after_optimizer_step", &ovf::after_optimizer_step,
         "Checks an optimizer's parameters after its step; records the non-finite ones.");
   m.def("is_watched", &ovf::is_watched);
@@ -183,6 +184,9 @@ PYBIND11_MODULE(_ovf, m) {
   m.def("batch", [] { return ovf_state.batch; });
   m.def("enable_core_dumps", &ovf::enable_core_dumps);
   m.def("set_control", &set_control);
+  m.def(
+      "expect_nonfinite", [](bool enter) { ovf::Monitor::instance().expect_nonfinite(enter); },
+      py::arg("enter"), "Enters (True) or leaves (False) a region where NaN/Inf is expected.");
   m.def("control", &control);
   m.def("sync_op_observer", &ovf::sync_op_observer,
         "Arms or disarms the op observer per control.observe.");

@@ -180,6 +180,7 @@ void on_forward(PyObject* module, PyObject* args, PyObject* kwargs, PyObject* ou
   ModuleEntry& entry = it->second;
   FrameBuilder& frame = frame_builder();
   frame.begin(entry.name_id, entry.class_id, module == g_root, forward_start, frame_flags);
+  if (view == ValueView::kFull) frame.inputs_may_be_masks();
   for_each_own_parameter(entry.module.ptr(), [&](const char* name, const at::Tensor& t) {
     // Read at every forward: a parameter's version counter misses writes through .data
     // (a hand-written SGD, foreach optimizers), so a cached statistic could be stale.
@@ -369,6 +370,10 @@ void clear_modules() {
 
 void after_optimizer_step(py::handle optimizer) {
   guarded([&] { check_optimizer(optimizer); });
+}
+
+void deliver_pending_raise() {
+  if (running()) raise_pending();
 }
 
 bool detect_overflow(py::handle var, const std::string& ctx) {

@@ -39,6 +39,9 @@ void clear_modules();
 
 // Checks an optimizer's parameters (and state, when asked) after its step.
 void after_optimizer_step(pybind11::handle optimizer);
+// Raises the NonFiniteError an op on another thread decided (a backward op's
+// NaN): called where backward() returns and before an optimizer writes.
+void deliver_pending_raise();
 
 // Waits for the frames whose device statistics are on their way and acts on
 // their events without raising (the session's end, atexit).

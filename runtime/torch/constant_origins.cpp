@@ -1,5 +1,6 @@
 #include "constant_origins.h"
 
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 
@@ -10,9 +11,15 @@ namespace {
 // sheds freed ones when it grows past that.
 constexpr size_t kMaxOrigins = 4096;
 
+struct Noted {
+  c10::weak_intrusive_ptr<c10::StorageImpl> storage;
+  Origin origin;
+};
+
 struct Origins {
   std::mutex mutex;  // ops run on autograd threads too
-  std::unordered_map<const void*, c10::weak_intrusive_ptr<c10::StorageImpl>> by_storage;
+  std::unordered_map<const void*, Noted> by_storage;
+  std::atomic<size_t> count{0};  // by_storage.size(), read without the lock
 };
 
 Origins& origins() {
@@ -22,28 +29,39 @@ Origins& origins() {
 
 }  // namespace
 
-void note_constant_origin(const at::Tensor& t) {
+void note_origin(const at::Tensor& t, Origin origin) {
   if (!t.defined() || !t.has_storage()) return;
   Origins& o = origins();
-  std::lock_guard<std::mutex> lock(o.mutex);
-  if (o.by_storage.size() >= kMaxOrigins) {
-    for (auto it = o.by_storage.begin(); it != o.by_storage.end();) {
-      it = it->second.expired() ? o.by_storage.erase(it) : std::next(it);
-    }
-    if (o.by_storage.size() >= kMaxOrigins) o.by_storage.clear();
-  }
+  if (origin == Origin::kNone && o.count.load(std::memory_order_relaxed) == 0) return;
   const c10::Storage& storage = t.storage();
-  o.by_storage.insert_or_assign(storage.unsafeGetStorageImpl(), storage.getWeakStorageImpl());
+  std::lock_guard<std::mutex> lock(o.mutex);
+  if (origin == Origin::kNone) {
+    o.by_storage.erase(storage.unsafeGetStorageImpl());
+  } else {
+    if (o.by_storage.size() >= kMaxOrigins) {
+      for (auto it = o.by_storage.begin(); it != o.by_storage.end();) {
+        it = it->second.storage.expired() ? o.by_storage.erase(it) : std::next(it);
+      }
+      if (o.by_storage.size() >= kMaxOrigins) o.by_storage.clear();
+    }
+    o.by_storage.insert_or_assign(storage.unsafeGetStorageImpl(),
+                                  Noted{storage.getWeakStorageImpl(), origin});
+  }
+  o.count.store(o.by_storage.size(), std::memory_order_relaxed);
 }
 
-bool has_constant_origin(const at::Tensor& t) {
-  if (!t.defined() || !t.has_storage()) return false;
+Origin origin_of(const at::Tensor& t) {
+  if (!t.defined() || !t.has_storage()) return Origin::kNone;
   Origins& o = origins();
+  if (o.count.load(std::memory_order_relaxed) == 0) return Origin::kNone;
   std::lock_guard<std::mutex> lock(o.mutex);
   auto it = o.by_storage.find(t.storage().unsafeGetStorageImpl());
-  if (it == o.by_storage.end()) return false;
-  auto alive = it->second.lock();
-  return alive && alive.get() == t.storage().unsafeGetStorageImpl();
+  if (it == o.by_storage.end()) return Origin::kNone;
+  auto alive = it->second.storage.lock();
+  if (!alive || alive.get() != t.storage().unsafeGetStorageImpl()) return Origin::kNone;
+  return it->second.origin;
 }
+
+bool any_origins() { return origins().count.load(std::memory_order_relaxed) != 0; }
 
 }  // namespace ovf

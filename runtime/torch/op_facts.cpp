@@ -44,6 +44,25 @@ bool overwrites_self(const char* name) {
                        "aten::geometric_", "aten::log_normal_", "aten::cauchy_"});
 }
 
+// Factories of values that depend on numbers only (their tensor arguments, if
+// any, give a shape or a dtype): what masks are built from.
+bool makes_constant(const char* name, const std::string& overload) {
+  if (std::strcmp(name, "aten::fill_") == 0) return overload == "Scalar";  // not fill_(t)
+  return writes_zeros(name) ||
+         one_of(name,
+                {"aten::ones", "aten::ones_like", "aten::new_ones", "aten::full", "aten::full_like",
+                 "aten::new_full", "aten::arange", "aten::eye", "aten::linspace", "aten::logspace",
+                 "aten::scalar_tensor", "aten::tril_indices", "aten::triu_indices"});
+}
+
+bool draws_random_numbers(const char* name) {
+  for (const char* part : {"rand", "normal", "bernoulli", "dropout", "multinomial", "poisson",
+                           "uniform", "exponential", "cauchy", "geometric"}) {
+    if (std::strstr(name, part) != nullptr) return true;
+  }
+  return false;
+}
+
 OpFacts learn(const at::RecordFunction& fn) {
   OpFacts facts;
   const char* name = fn.name();
@@ -51,6 +70,8 @@ OpFacts learn(const at::RecordFunction& fn) {
   facts.writes_no_values = writes_no_values(name);
   facts.writes_zeros = writes_zeros(name);
   const auto op = fn.operator_name();
+  facts.makes_constant = makes_constant(name, op ? op->overload_name : std::string());
+  facts.random = draws_random_numbers(name);
   facts.in_place = ends_with(name, "_") || (op && op->overload_name == "out");
   if (op) {
     const auto handle = c10::Dispatcher::singleton().findOp(*op);

@@ -28,6 +28,11 @@ struct OpFacts {
   // its own on the CPU: aten::linear, conv2d, batch_norm): it writes no values
   // itself, so what it returns is what an op inside it made, as that op left it.
   bool composite = false;
+  // Its outputs depend on no tensor's values, only on numbers it was given
+  // (ones, full, arange, fill_ with a number, zeros_like): "only constants".
+  bool makes_constant = false;
+  // It draws random numbers (randn, dropout, bernoulli_): never "only constants".
+  bool random = false;
 };
 
 // The facts of the op `fn` runs. The reference stays valid for the thread's life.

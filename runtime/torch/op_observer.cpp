@@ -64,8 +64,10 @@ struct PendingOp {
   at::RecordFunctionHandle handle = 0;
   const OpFacts* facts = nullptr;
   uint32_t context = OVF_NO_ID;    // the module the op runs in
-  bool carried_in = false;         // an input it writes was non-finite before it ran
-  bool constant = false;           // a NaN/Inf argument was a constant, or made from one
+  bool carried_in = false;         // an input held a NaN/Inf nobody meant (not deliberate)
+  bool constant = false;           // a NaN/Inf argument was deliberate (constant_origins.h)
+  bool deliberate_nan = false;     // ... and one of those held a NaN
+  bool only_constants = false;     // every value it read was made from constants alone
   std::vector<at::Tensor> inputs;  // inputs it only reads: judged at the end if needed
   // Its tensor arguments in order: an index into `inputs`, or -1 for one judged
   // at the start (written in place) or not at all (overwritten whole).
@@ -122,17 +124,31 @@ uint32_t output_label_id(size_t index, size_t count) {
   return indexed[index];
 }
 
+// Read with the statistics engine: an ATen op here would run this observer again.
+bool holds_nan(const at::Tensor& t) {
+  TensorView view;
+  return stats_view(t, &view) && tensor_stats(t, view).nan_count > 0;
+}
+
 // A NaN/Inf handed to the op as a constant: a Python float argument, or a
 // 0-dim tensor (how torch wraps Python numbers, and scalars such as the inf
-// that isfinite compares with).
-bool constant_nonfinite(const c10::IValue& value) {
-  if (value.isDouble()) return !std::isfinite(value.toDouble());
+// that isfinite compares with). Sets *nan when it is a NaN.
+bool constant_nonfinite(const c10::IValue& value, bool* nan) {
+  if (value.isDouble()) {
+    *nan = std::isnan(value.toDouble());
+    return !std::isfinite(value.toDouble());
+  }
   if (value.isTensor()) {
     const at::Tensor& t = value.toTensor();
-    return t.defined() && t.dim() == 0 && tensor_nonfinite(t);
+    if (!t.defined() || t.dim() != 0 || !tensor_nonfinite(t)) return false;
+    *nan = holds_nan(t);
+    return true;
   }
   return false;
 }
+
+// A number torch wrapped into a tensor for the op (`mask * 2.0`): a constant.
+bool wrapped_number(const at::Tensor& t) { return t.unsafeGetTensorImpl()->is_wrapped_number(); }
 
 template <typename Fn>
 void for_each_tensor(const c10::IValue& value, Fn&& fn) {
@@ -146,6 +162,16 @@ void for_each_tensor(const c10::IValue& value, Fn&& fn) {
 }
 
 bool in_backward() { return !t_backward.empty(); }
+
+void judge_input(PendingOp& op, const at::Tensor& t) {
+  if (!tensor_nonfinite(t)) return;
+  if (!has_constant_origin(t)) {
+    op.carried_in = true;
+    return;
+  }
+  op.constant = true;
+  if (!op.deliberate_nan && holds_nan(t)) op.deliberate_nan = true;
+}
 
 // The module a forward op runs in: the innermost module (or the enclosing op's
 // module, which its parameters may have refined), refined again by the first
@@ -202,6 +228,11 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   op.context = context;
   op.carried_in = false;
   op.constant = false;
+  op.deliberate_nan = false;
+  // Judged input by input below: a factory is constant whatever it is given;
+  // any other op while all it reads is (none of it trained, and not random).
+  op.only_constants = op.facts->makes_constant || (!op.facts->random && any_origins());
+  bool read_a_tensor = false;
   op.inputs.clear();
   op.operands.clear();
   op.held.clear();
@@ -212,8 +243,10 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   size_t index = 0;
   for (const c10::IValue& input : fn.inputs()) {
     const size_t i = index++;
-    if (constant_nonfinite(input)) {
+    bool nan = false;
+    if (constant_nonfinite(input, &nan)) {
       op.constant = true;  // deliberate: the op was told to make this value
+      op.deliberate_nan |= nan;
       continue;
     }
     const bool now = judge_all_now || (i < written.size() && written[i]);
@@ -221,13 +254,18 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     for_each_tensor(input, [&](const at::Tensor& t) {
       op.operands.push_back(now ? -1 : static_cast<int32_t>(op.inputs.size()));
       if (overwritten) return;
+      if (op.only_constants && !op.facts->makes_constant && !wrapped_number(t)) {
+        read_a_tensor = true;
+        op.only_constants = !t.requires_grad() && origin_of(t) == Origin::kOnlyConstants;
+      }
       if (!now) {
         op.inputs.push_back(t);
-      } else if (tensor_nonfinite(t)) {
-        (has_constant_origin(t) ? op.constant : op.carried_in) = true;
+      } else {
+        judge_input(op, t);
       }
     });
   }
+  if (!op.facts->makes_constant && !read_a_tensor) op.only_constants = false;
   return nullptr;
 }
 
@@ -242,8 +280,32 @@ bool aliases_an_input(const at::Tensor& out, const PendingOp& op) {
 
 // Judges the inputs the op only read, once an output came out non-finite.
 void judge_read_inputs(PendingOp& op) {
-  for (const at::Tensor& in : op.inputs) {
-    if (tensor_nonfinite(in)) (has_constant_origin(in) ? op.constant : op.carried_in) = true;
+  for (const at::Tensor& in : op.inputs) judge_input(op, in);
+}
+
+// What a non-finite output is: expected (ovf.expected_nonfinite()), carried in (an input held a
+// NaN/Inf nobody meant), deliberate (made from constants alone, or carrying a deliberate -inf on),
+// or produced here -- from finite values, or a NaN from deliberate infinities (softmax of a row
+// masked whole, -inf - -inf): masks do not make NaN.
+uint32_t role_of(const PendingOp& op, const Stats& s) {
+  // Inside ovf.expected_nonfinite() everything made is deliberate, and stays
+  // so where it is read after the region (the scaler's isinf() of its probe).
+  if (Monitor::instance().expecting_nonfinite()) return OVF_FLAG_CONSTANT;
+  if (op.carried_in) return OVF_FLAG_CARRIER;
+  const bool new_nan = s.nan_count > 0 && !op.deliberate_nan;
+  if ((op.constant || op.only_constants) && !new_nan) return OVF_FLAG_CONSTANT;
+  return OVF_FLAG_PRODUCER;
+}
+
+// Notes what the op left in `out`'s storage: a later op that reads it learns
+// whether its NaN/Inf is deliberate. In-place writes of data forget a mask.
+void note_output(const PendingOp& op, const at::Tensor& out, uint32_t role) {
+  if (op.only_constants) {
+    note_origin(out, Origin::kOnlyConstants);
+  } else if (role == OVF_FLAG_CONSTANT) {
+    note_origin(out, Origin::kDeliberate);
+  } else if (op.facts->in_place) {
+    note_origin(out, Origin::kNone);
   }
 }
 
@@ -354,9 +416,9 @@ void record_outputs(const at::RecordFunction& fn, PendingOp& op, PendingOp* pare
     if (s.nonfinite()) {
       if (!judged) judge_read_inputs(op);
       judged = true;
-      role = op.carried_in ? OVF_FLAG_CARRIER : op.constant ? OVF_FLAG_CONSTANT : OVF_FLAG_PRODUCER;
-      if (role == OVF_FLAG_CONSTANT) note_constant_origin(out);
+      role = role_of(op, s);
     }
+    note_output(op, out, role);
     const uint32_t diagnosis =
         role == OVF_FLAG_PRODUCER ? diagnose_producer(op, s, view.dtype) : uint32_t{OVF_NO_ID};
     ovf_record r = make_line(OVF_KIND_OP_OUTPUT, output_label_id(i, outputs.size()), s, view.dtype,

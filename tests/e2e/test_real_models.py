@@ -1,6 +1,7 @@
 """ovf on training code in the styles people write (tests/e2e/scripts/real_models.py:
 torchvision's resnet18 and VisionTransformer, a GPT-style decoder with a causal -inf
-mask, nn.MultiheadAttention with a key padding mask, hand-written losses, BatchNorm,
+mask, nn.MultiheadAttention with a key padding mask, word_language_model's Transformer
+with its log(tril(ones)) mask, minGPT left padding, hand-written losses, BatchNorm,
 AdamW with eps=0), checked against an independent oracle run in the same test: a
 TorchDispatchMode that names the first ATen op whose output is non-finite while its
 inputs were finite (scripts/dispatch_oracle.py). ovf must name the same op, module,
@@ -13,10 +14,12 @@ import pytest
 from harness import PACKAGE_PARENT, PYTHON, TOP, clean_env, run_bounded
 
 SCRIPT = os.path.join(TOP, "tests", "e2e", "scripts", "real_models.py")
-HEALTHY = ["gpt_healthy", "mha_padding"]
+HEALTHY = ["gpt_healthy", "mha_padding", "transformer_log_mask"]
 DIVERGING = [
     "gpt_log_loss",
     "attention_fp16",
+    "left_padding",
+    "hand_scaler",
     "resnet_batchnorm",
     "vit_adamw_eps0",
     "normalised_distance",
@@ -24,7 +27,7 @@ DIVERGING = [
 # Where ovf and the oracle see an op at different levels of the dispatcher: ovf's
 # RecordFunction sees the op the program called (Tensor.half() is aten::to), the
 # dispatch mode sees what it becomes below autograd (aten::_to_copy).
-SAME_OP = {"aten::to": "aten::_to_copy"}
+SAME_OP = {"aten::to": "aten::_to_copy", "aten::softmax": "aten::_softmax"}
 # ovf names the buffer an op made non-finite; the oracle the op that wrote it.
 BUFFER_WRITERS = {"aten::native_batch_norm"}
 OVERFLOW_MESSAGE = (
@@ -34,9 +37,7 @@ OVERFLOW_MESSAGE = (
 
 
 def run_case(case, *prefix):
-    env = clean_env(
-        PYTHONPATH=PACKAGE_PARENT, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"
-    )
+    env = clean_env(PYTHONPATH=PACKAGE_PARENT, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     return run_bounded([PYTHON, *prefix, SCRIPT, case], timeout=300, env=env, cwd=TOP)
 
 
@@ -89,6 +90,10 @@ def agrees(ovf_verdict, truth):
 WHY = {
     "gpt_log_loss": "aten::log of 32 zeros (-inf)",  # 4 x 8 picked probabilities underflowed to 0
     "attention_fp16": "aten::to to float16: input abs max 3.19e+07 > 65504",
+    # sequence 0 padded by 2: queries 0 and 1 see only padded keys, x 2 heads x 8 keys
+    "left_padding": "aten::softmax of rows that are -inf throughout (masked whole): 32 nan",
+    # gradients scaled by 2**120, cast to float16
+    "hand_scaler": "aten::to to float16: input abs max 2.05e+35 > 65504",
     "normalised_distance": (
         "aten::div: the divisor has 1 zero: 0/0 in 1 element (nan)"
     ),  # sample 0 is zeros
@@ -97,10 +102,16 @@ WHY = {
 }
 
 
+# Module level alone, and every op with its gradient.
+MODES = {"modules": [], "ops": ["--ops", "--backward"]}
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
 @pytest.mark.parametrize("case", HEALTHY)
-def test_healthy_runs_with_masks_go_to_the_end(case):
-    assert oracle(case) is None
-    out = run_case(case, "-m", "ovf", "--ops", "--backward")
+def test_healthy_runs_with_masks_go_to_the_end(case, mode):
+    if mode == "ops":
+        assert oracle(case) is None
+    out = run_case(case, "-m", "ovf", *MODES[mode])
     assert "batch 2 loss" in out and "ovf:" not in out and "Traceback" not in out, out
 
 
@@ -163,11 +174,30 @@ def test_the_debuggers_stop_where_the_oracle_names(debugger, case):
     assert agrees(verdict, truth), f"ovf {verdict} vs oracle {truth}\n{out}"
 
 
+@pytest.mark.parametrize("mode", sorted(MODES))
 @pytest.mark.parametrize("case", HEALTHY)
-def test_the_debuggers_never_stop_a_healthy_run_with_masks(debugger, case):
+def test_the_debuggers_never_stop_a_healthy_run_with_masks(debugger, case, mode):
     out = debugger.run(
-        ["ovf break-on-nan --ops --backward", "run"],
+        [" ".join(["ovf break-on-nan", *MODES[mode]]), "run"],
         program=[PYTHON, SCRIPT, case],
+        env=clean_env(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"),
+        cwd=TOP,
+        timeout=300,
+    )
+    assert debugger.hits(out) == 0 and "batch 2 loss" in out, out
+    assert debugger.exit_code(out) == 0, out
+
+
+def test_an_overflow_the_code_expects_runs_to_the_end_with_stop_nan():
+    out = run_case("hand_scaler", "-m", "ovf", "--ops", "--backward", "--stop", "nan")
+    assert "batch 0 overflow, scale 1024" in out and "batch 2 loss" in out, out
+    assert "ovf:" not in out and "Traceback" not in out, out
+
+
+def test_the_debuggers_let_an_expected_overflow_run_with_nan_only(debugger):
+    out = debugger.run(
+        ["ovf break-on-nan --nan --ops --backward", "run"],
+        program=[PYTHON, SCRIPT, "hand_scaler"],
         env=clean_env(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"),
         cwd=TOP,
         timeout=300,

@@ -94,8 +94,10 @@ enum ovf_record_flags {
   OVF_FLAG_PRODUCER = 1u << 8,   // non-finite output while every input (and weight) was finite
   OVF_FLAG_CARRIER = 1u << 9,    // an input (or weight) was already non-finite
   OVF_FLAG_BACKWARD = 1u << 10,  // OP_OUTPUT: an op run by autograd's backward pass
-  // OP_OUTPUT: the NaN/Inf came from a constant argument (a scalar, a 0-dim
-  // tensor: masked_fill(mask, -inf), isfinite's inf): deliberate, not an error.
+  // Deliberate NaN/Inf, not an error: an op's from a constant argument (a
+  // scalar, a 0-dim tensor: masked_fill(mask, -inf), isfinite's inf) or made
+  // from constants alone (log(tril(ones))); a module's -inf mask input whose
+  // outputs stay finite; any line written inside ovf.expected_nonfinite().
   OVF_FLAG_CONSTANT = 1u << 11,
   // Line: a device computes its statistics and they have not arrived yet (fast
   // device mode); the stats fields are zero until the runtime rewrites the record.

@@ -24,6 +24,7 @@ _LAZY = {
     "DebugUnderflowOverflow": "._debug_underflow_overflow",
     "detect_overflow": "._debug_underflow_overflow",
     "NonFiniteError": "._hooks",
+    "expected_nonfinite": "._expected",
     "OptionError": "._options",
 }
 
@@ -32,6 +33,7 @@ __all__ = [
     "detect_overflow",
     "NonFiniteError",
     "OptionError",
+    "expected_nonfinite",
     "__version__",
     "cmake_prefix_path",
 ]

@@ -19,7 +19,10 @@ OPTION_OF = {
     "OVF_RING_CAPACITY": "--ring-capacity",
     "OVF_WAIT_TIMEOUT": "--wait-timeout",
     "OVF_DEVICE_MODE": "--device-mode",
+    "OVF_STOP": "--stop",
 }
+# What --stop may name: the kinds of value that stop the run.
+STOP_KINDS = ("nan", "inf")
 
 
 def _parser():
@@ -50,6 +53,16 @@ def _parser():
     )
     p.add_argument("--abort-after", type=int, default=None, metavar="N", help="stop after batch N")
     p.add_argument("--module", default="", metavar="GLOB", help="only modules whose path matches")
+    p.add_argument(
+        "--stop",
+        default="nan,inf",
+        metavar="KINDS",
+        help=(
+            "what stops the run: nan, inf or nan,inf (default). With --stop nan an overflow "
+            "to inf is recorded, not raised (a loss scaler that skips the step); "
+            "ovf.expected_nonfinite() marks such a region in the code instead"
+        ),
+    )
     p.add_argument(
         "--after-batch", type=int, default=0, metavar="N", help="ignore batches before N"
     )
@@ -112,6 +125,7 @@ def main(argv=None):
         "OVF_MODULE": args.module,
         "OVF_AFTER_BATCH": str(args.after_batch),
         "OVF_HEADROOM": args.headroom or "",
+        "OVF_STOP": args.stop,
         "OVF_OBSERVE": ",".join(
             name
             for name, on in (
@@ -128,6 +142,13 @@ def main(argv=None):
         env["OVF_WAIT_TIMEOUT"] = repr(args.wait_timeout)
     if args.device_mode is not None:
         env["OVF_DEVICE_MODE"] = args.device_mode
+    kinds = [k.strip() for k in args.stop.split(",") if k.strip()]
+    if not kinds or any(k not in STOP_KINDS for k in kinds):
+        print(
+            f"ovf: --stop {args.stop!r}: give nan, inf or nan,inf (what stops the run)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         _options.from_environment({**os.environ, **env})
     except _options.OptionError as e:

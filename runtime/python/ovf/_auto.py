@@ -74,9 +74,7 @@ def _register_global_forward_hook():
         message=r"Using `torch\.compile\(module\)` when there are global hooks",
         category=UserWarning,
     )
-    return torch.nn.modules.module.register_module_forward_hook(
-        _ovf.forward_hook, with_kwargs=True
-    )
+    return torch.nn.modules.module.register_module_forward_hook(_ovf.forward_hook, with_kwargs=True)
 
 
 def enable(
@@ -131,16 +129,21 @@ def enable(
     if below is not None:
         mask |= _options.STOP_BITS["below"]
         control["below"] = float(below)
+    if observe & _options.OBSERVE_BITS["backward"]:
+        mask |= _options.STOP_BITS["backward"]
     if not _enabled:
-        from . import _optimizer
+        from . import _optimizer, _raise_points
 
         _hooks.hooks_installed()
         torch.nn.modules.module.register_module_forward_pre_hook(_ovf.forward_pre_hook)
         _register_global_forward_hook()
         _optimizer.install()
+        _raise_points.install()
         _enabled = True
     _ovf.start_session(frames, trace, abort_after, on_event, device)
-    _ovf.set_control(stop_mask=mask if stop_mask is None else stop_mask, **control)
+    if stop_mask is not None:  # the kinds asked for; backward ops stop for those kinds too
+        mask = stop_mask | (mask & _options.STOP_BITS["backward"])
+    _ovf.set_control(stop_mask=mask, **control)
     _ovf.set_wait_timeout(wait_timeout)
     _ovf.sync_op_observer()
     if on_nan == "abort" and not _ovf.enable_core_dumps():

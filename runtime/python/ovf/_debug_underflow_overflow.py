@@ -107,9 +107,7 @@ class DebugUnderflowOverflow:
         for module, name in self.module_names.items():
             _hooks.watch(module, name, module is model)
         _hooks.hooks_installed()
-        self._handles = [
-            _hooks.register_forward_hook(m, keyword_inputs) for m in self.module_names
-        ]
+        self._handles = [_hooks.register_forward_hook(m, keyword_inputs) for m in self.module_names]
         bits = _options.OBSERVE_BITS
         observe = (
             (bits["ops"] if ops else 0)
@@ -128,6 +126,12 @@ class DebugUnderflowOverflow:
             self.max_frames_to_save, self.trace_batch_nums, abort_after, on_event, device
         )
         _ovf.set_control(observe=observe)
+        if backward:  # a backward op's NaN stops (raises out of backward()) like a forward's
+            from . import _raise_points
+
+            _raise_points.install()
+            stop = _options.STOP_BITS
+            _ovf.set_control(stop_mask=stop["nan"] | stop["inf"] | stop["backward"])
         _ovf.sync_op_observer()
         _active = self
 

@@ -7,11 +7,14 @@ import sys
 
 
 def _exec_launcher(debugger):
-    launcher = os.path.join(os.path.dirname(os.path.abspath(__file__)), "debuggers", debugger,
-                            f"ovf-{debugger}")
+    launcher = os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "debuggers", debugger, f"ovf-{debugger}"
+    )
     if not os.access(launcher, os.X_OK):
-        sys.exit(f"ovf-{debugger}: {launcher} is missing: this ovf was not installed with pip "
-                 f"(a build tree runs <source>/{debugger}/ovf-{debugger}); reinstall it")
+        sys.exit(
+            f"ovf-{debugger}: {launcher} is missing: this ovf was not installed with pip "
+            f"(a build tree runs <source>/{debugger}/ovf-{debugger}); reinstall it"
+        )
     os.execv(launcher, [launcher, *sys.argv[1:]])
 
 

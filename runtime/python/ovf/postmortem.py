@@ -98,9 +98,7 @@ def main(argv=None):
         if args.plot and not _plot.plot_cores(cores, args, sys.stderr if args.json else sys.stdout):
             return 2
     except BrokenPipeError:  # `... | head`: the reader has what it wanted
-        sys.stdout = open(
-            os.devnull, "w"
-        )  # noqa: SIM115 - so that the exit's flush does not fail again
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - so that the exit's flush does not fail again
         return 0
     except Exception as e:  # noqa: BLE001 - a hostile core gets one line, never a traceback
         if os.environ.get("OVF_DEBUG"):

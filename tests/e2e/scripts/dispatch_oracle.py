@@ -1,9 +1,17 @@
 """An independent oracle for where a NaN/Inf is born: a TorchDispatchMode that
 sees every ATen op (as dispatched below autograd) and names the first one
 whose output, or an argument it writes in place, is non-finite while every
-input was finite before it ran (Python numbers count as inputs: an op told to
-make -inf is not at fault). It shares no code with ovf; the tests run it on
-the same script and compare verdicts.
+input was finite or deliberate before it ran. It shares no code with ovf; the
+tests run it on the same script and compare verdicts.
+
+Deliberate values are masks:
+  - an op told to make -inf (a Python number argument: masked_fill(m, -inf))
+    is not at fault, and what it makes holds deliberate infinities;
+  - a tensor made from constants alone (ones, full, arange, fill_ with a
+    number, and ops that read only such tensors: log(tril(ones)), as
+    pytorch/examples' Transformer builds its mask) is deliberate whatever it holds;
+  - an op that reads deliberate infinities and makes a NaN is at fault (a
+    softmax over a row masked whole): masks never make NaN.
 
 Usage inside a script: `with FirstNonFinite(__file__) as oracle: ...`, then
 `oracle.verdict()` -> "aten::log in <no module> at batch 1, real_models.py:57"
@@ -13,6 +21,7 @@ or None.
 import math
 import os
 import traceback
+import weakref
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -41,6 +50,54 @@ UNINITIALISED = {
 }
 
 
+# Ops whose values depend on numbers only (a tensor argument gives a shape or dtype).
+FACTORIES = {
+    "aten::ones",
+    "aten::ones_like",
+    "aten::new_ones",
+    "aten::zeros",
+    "aten::zeros_like",
+    "aten::new_zeros",
+    "aten::zero_",
+    "aten::full",
+    "aten::full_like",
+    "aten::new_full",
+    "aten::arange",
+    "aten::eye",
+    "aten::linspace",
+    "aten::logspace",
+    "aten::scalar_tensor",
+}
+RANDOM = (
+    "rand",
+    "normal",
+    "bernoulli",
+    "dropout",
+    "multinomial",
+    "poisson",
+    "uniform",
+    "exponential",
+    "cauchy",
+    "geometric",
+)
+CONSTANTS, DELIBERATE = "constants", "deliberate"
+
+
+def _has_nan(x):
+    return (
+        isinstance(x, torch.Tensor)
+        and (x.is_floating_point() or x.is_complex())
+        and bool(torch.isnan(x).any())
+    )
+
+
+def _key(t):
+    try:
+        return (str(t.device), t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
 class FirstNonFinite(TorchDispatchMode):
     def __init__(self, script):
         super().__init__()
@@ -49,6 +106,7 @@ class FirstNonFinite(TorchDispatchMode):
         self.batch = 0
         self.found = None
         self._hooks = []
+        self._origins = {}  # storage -> (CONSTANTS or DELIBERATE, weak refs to its tensors)
 
     def __enter__(self):
         # The first module called is the batch root, as a training loop's model is.
@@ -83,24 +141,76 @@ class FirstNonFinite(TorchDispatchMode):
                 return f"{os.path.basename(frame.filename)}:{frame.lineno}"
         return "?"
 
+    def _origin(self, t):
+        entry = self._origins.get(_key(t))
+        if entry and any(ref() is not None for ref in entry[1]):
+            return entry[0]
+        return None
+
+    def _note(self, t, kind):
+        key = _key(t)
+        if key is None:
+            return
+        if kind is None:
+            self._origins.pop(key, None)
+            return
+        entry = self._origins.get(key)
+        if entry and entry[0] == kind:
+            entry[1][:] = [ref for ref in entry[1] if ref() is not None] + [weakref.ref(t)]
+        else:
+            self._origins[key] = (kind, [weakref.ref(t)])
+
+    def _only_constants(self, func, tensors):
+        name = func._schema.name
+        if name in FACTORIES or (name == "aten::fill_" and func._overloadname == "Scalar"):
+            return True
+        if any(part in name for part in RANDOM) or not tensors:
+            return False
+        return all(not t.requires_grad and self._origin(t) == CONSTANTS for t in tensors)
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if self.found is not None or func._schema.name in UNINITIALISED:
             return func(*args, **kwargs)
         inputs, _ = tree_flatten((args, kwargs))
-        inputs_finite = all(_finite(x) for x in inputs)
+        tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+        before = [_finite(x) for x in inputs]
+        # Non-finite inputs nobody meant make the op a carrier, not a producer.
+        carried = any(
+            not ok and isinstance(x, torch.Tensor) and not self._origin(x)
+            for x, ok in zip(inputs, before, strict=True)
+        )
+        deliberate = not all(before)
+        deliberate_nan = any(
+            (isinstance(x, float) and math.isnan(x)) or (not ok and _has_nan(x))
+            for x, ok in zip(inputs, before, strict=True)
+        )
+        only_constants = self._only_constants(func, tensors)
         out = func(*args, **kwargs)
-        if inputs_finite:
-            # An input that is non-finite now was written by the op (torch 1.13's
-            # schemas do not mark every such argument: native_batch_norm's running_var).
-            outputs, _ = tree_flatten(out)
-            if not all(_finite(x) for x in [*outputs, *inputs]):
-                # Modules run forwards; the loss, backward and step belong to the batch
-                # just counted.
-                in_forward = bool(self.modules)
-                batch = self.batch if in_forward else max(self.batch - 1, 0)
-                module = self.modules[-1] if in_forward else "(no module)"
-                self.found = f"{func._schema.name} in {module} at batch {batch}, {self._line()}"
+        outputs = [x for x in tree_flatten(out)[0] if isinstance(x, torch.Tensor)]
+        # An input that is non-finite now was written by the op (not every schema marks
+        # such an argument: native_batch_norm's running_var).
+        written = [x for x, ok in zip(inputs, before, strict=True) if ok and not _finite(x)]
+        mutated = func._schema.is_mutable
+        made = [*outputs, *written]
+        if not carried and not all(_finite(x) for x in made):
+            new_nan = any(_has_nan(x) for x in made) and not deliberate_nan
+            if (deliberate or only_constants) and not new_nan:
+                for x in made:
+                    self._note(x, CONSTANTS if only_constants else DELIBERATE)
+                return out
+            # Modules run forwards; the loss, backward and step belong to the batch
+            # just counted.
+            in_forward = bool(self.modules)
+            batch = self.batch if in_forward else max(self.batch - 1, 0)
+            module = self.modules[-1] if in_forward else "(no module)"
+            self.found = f"{func._schema.name} in {module} at batch {batch}, {self._line()}"
+            return out
+        for x in outputs:
+            if only_constants:
+                self._note(x, CONSTANTS)
+            elif mutated and any(x is t for t in tensors):
+                self._note(x, None)  # data written into a former mask
         return out
 
     def verdict(self):

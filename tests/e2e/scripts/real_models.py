@@ -1,8 +1,10 @@
 """Training code in the styles people write, nobody's model shaped to ovf:
 torchvision's resnet18 and VisionTransformer, a GPT-style decoder with a causal
-mask of -inf, nn.MultiheadAttention with a key padding mask, hand-written
-losses, BatchNorm, AdamW. One case per run; healthy cases must run to the end,
-the others go non-finite the way it happens to people.
+mask of -inf, nn.MultiheadAttention with a key padding mask, pytorch/examples'
+word_language_model Transformer (its mask is log(tril(ones))), minGPT-style
+left padding, a hand-written loss scaler, hand-written losses, BatchNorm, AdamW.
+One case per run; healthy cases must run to the end, the others go non-finite
+the way it happens to people.
 
     real_models.py CASE [--oracle]     CASE: see CASES below
 
@@ -12,6 +14,7 @@ or "oracle: none".
 """
 
 import argparse
+import math
 import os
 import sys
 
@@ -31,13 +34,15 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(width, width)
         self.register_buffer("mask", torch.tril(torch.ones(block, block)).view(1, 1, block, block))
 
-    def forward(self, x, temperature=1.0):
+    def forward(self, x, temperature=1.0, pad=None):
         b, t, c = x.shape
         q, k, v = self.qkv(x).split(c, dim=2)
         q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
         scores = (q @ k.transpose(-2, -1)) * (temperature / (k.size(-1) ** 0.5))
         scores = scores.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf"))
-        weights = F.softmax(scores.float(), dim=-1).type_as(v)
+        if pad is not None:  # key padding: a padded position is no one's key
+            scores = scores.masked_fill(pad[:, None, None, :], float("-inf"))
+        weights = F.softmax(scores.float(), dim=-1).type_as(v)  # born: left_padding
         return self.proj((weights @ v).transpose(1, 2).reshape(b, t, c))
 
 
@@ -50,8 +55,8 @@ class Block(nn.Module):
             nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width)
         )
 
-    def forward(self, x, temperature=1.0):
-        x = x + self.attn(self.ln1(x), temperature)
+    def forward(self, x, temperature=1.0, pad=None):
+        x = x + self.attn(self.ln1(x), temperature, pad)
         return x + self.mlp(self.ln2(x))
 
 
@@ -64,10 +69,10 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(width)
         self.head = nn.Linear(width, vocab, bias=False)
 
-    def forward(self, idx, temperature=1.0):
+    def forward(self, idx, temperature=1.0, pad=None):
         x = self.tok(idx) + self.pos(torch.arange(idx.size(1)))
         for block in self.blocks:
-            x = block(x, temperature)
+            x = block(x, temperature, pad)
         return self.head(self.ln_f(x))
 
 
@@ -113,6 +118,87 @@ def attention_fp16():
             scores = h @ h.transpose(-2, -1)
             half = scores.half()  # born: attention_fp16
             print(f"batch {batch} max {half.float().abs().max().item():.4g}", flush=True)
+
+
+def left_padding():
+    """minGPT with a key padding mask, batches left-padded to one length: at a
+    padded query the causal mask leaves only padded keys, the row is -inf
+    throughout and softmax makes 0/0 there (a padding bug, not a mask)."""
+    model = GPT()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for batch, (idx, target) in enumerate(gpt_batches()):
+        pad = torch.zeros(idx.shape, dtype=torch.bool)
+        if batch == 1:
+            pad[0, :2] = True  # the first sequence is 2 tokens shorter: padded on the left
+        logits = model(idx, pad=pad)
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), target.view(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        print(f"batch {batch} loss {loss.item():.4f}", flush=True)
+
+
+class WordTransformer(nn.Module):
+    """pytorch/examples' word_language_model TransformerModel, shrunk: its causal
+    mask is log(tril(ones)), -inf made by an op from constants alone."""
+
+    def __init__(self, ntoken=32, ninp=16, nhead=2, nhid=32, nlayers=2):
+        super().__init__()
+        self.src_mask = None
+        self.ninp = ninp
+        layer = nn.TransformerEncoderLayer(ninp, nhead, nhid, dropout=0.0)
+        self.encoder = nn.TransformerEncoder(layer, nlayers, enable_nested_tensor=False)
+        self.input_emb = nn.Embedding(ntoken, ninp)
+        self.decoder = nn.Linear(ninp, ntoken)
+
+    def _generate_square_subsequent_mask(self, sz):
+        return torch.log(torch.tril(torch.ones(sz, sz)))
+
+    def forward(self, src):
+        if self.src_mask is None or self.src_mask.size(0) != len(src):
+            self.src_mask = self._generate_square_subsequent_mask(len(src))
+        src = self.input_emb(src) * math.sqrt(self.ninp)
+        output = self.encoder(src, mask=self.src_mask)
+        return F.log_softmax(self.decoder(output), dim=-1)
+
+
+def transformer_log_mask():
+    """word_language_model's training loop on its Transformer: healthy."""
+    model = WordTransformer()
+    for batch in range(3):
+        data = torch.randint(32, (8, 4))  # (sequence, batch), as its batchify makes
+        targets = torch.roll(data, -1, dims=0).view(-1)
+        model.zero_grad()
+        output = model(data)
+        loss = F.nll_loss(output.view(-1, 32), targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+        for p in model.parameters():
+            p.data.add_(p.grad, alpha=-0.1)  # its own SGD, through .data
+        print(f"batch {batch} loss {loss.item():.4f}", flush=True)
+
+
+def hand_scaler():
+    """A hand-written dynamic loss scaler, apex style: the scaled gradients are
+    cast to float16, an overflow to inf there skips the step and lowers the
+    scale. The inf is expected: --stop nan (or ovf.expected_nonfinite()) lets
+    it run; without, the first stop is that cast."""
+    model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    scale = 2.0**120
+    for batch in range(3):
+        loss = model(torch.randn(16, 8)).pow(2).mean()
+        opt.zero_grad()
+        (loss * scale).backward()
+        grads16 = [p.grad.half() for p in model.parameters()]  # born: hand_scaler
+        if any(bool(torch.isinf(g).any()) for g in grads16):
+            scale /= 2.0**110
+            print(f"batch {batch} overflow, scale {scale:g}", flush=True)
+            continue
+        for p, g in zip(model.parameters(), grads16, strict=True):
+            p.grad = g.float() / scale
+        opt.step()
+        print(f"batch {batch} loss {loss.item():.4f}", flush=True)
 
 
 def mha_padding():
@@ -195,6 +281,9 @@ CASES = {
         gpt_healthy,
         gpt_log_loss,
         attention_fp16,
+        left_padding,
+        transformer_log_mask,
+        hand_scaler,
         mha_padding,
         resnet_batchnorm,
         vit_adamw_eps0,
