@@ -180,21 +180,18 @@ Monitor::Committed Monitor::append(ovf_record* records, uint32_t count, uint64_t
 
 Monitor::Committed Monitor::commit(ovf_record* records, uint32_t count,
                                    const CommitRequest& request) {
-  if (!expecting_nonfinite()) {
-    Committed out = append(records, count, request.batch);
-    out.events = detect(out, records, count, request);
-    return out;
+  CommitRequest judged = request;
+  if (expecting_nonfinite()) {
+    // Inside ovf.expected_nonfinite(): what is non-finite here was asked for.
+    for (uint32_t i = 0; i < count; ++i) {
+      if (!(records[i].flags & OVF_FLAG_NONFINITE)) continue;
+      records[i].flags &= ~uint32_t{OVF_FLAG_PRODUCER | OVF_FLAG_CARRIER};
+      records[i].flags |= OVF_FLAG_CONSTANT;
+    }
+    judged.raw_events &= ~uint32_t{OVF_STOP_NAN | OVF_STOP_INF | OVF_STOP_BACKWARD};
   }
-  // Inside ovf.expected_nonfinite(): what is non-finite here was asked for.
-  for (uint32_t i = 0; i < count; ++i) {
-    if (!(records[i].flags & OVF_FLAG_NONFINITE)) continue;
-    records[i].flags &= ~uint32_t{OVF_FLAG_PRODUCER | OVF_FLAG_CARRIER};
-    records[i].flags |= OVF_FLAG_CONSTANT;
-  }
-  CommitRequest expected = request;
-  expected.raw_events &= ~uint32_t{OVF_STOP_NAN | OVF_STOP_INF | OVF_STOP_BACKWARD};
   Committed out = append(records, count, request.batch);
-  out.events = detect(out, records, count, expected);
+  out.events = detect(out, records, count, judged);
   return out;
 }
 
