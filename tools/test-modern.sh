@@ -65,16 +65,16 @@ mkdir -p "$cache_dir"
 exec 9>"$root.lock"
 flock -n 9 || { echo "$me: waiting for another run that holds $root.lock"; flock 9; }
 
+# Temporary files of earlier runs in the root (a killed run's core files: gigabytes).
+rm -rf --one-file-system "$root"/tmp/pytest-of-* "$root"/tmp/tmp*
+
 # --- clean-up, on every exit path ----------------------------------------------------------
 child=""
 mounted=0
 mounts_under() {  # mount points at or below $1, deepest first
   findmnt -rn -o TARGET | awk -v r="$1" '$0 == r || index($0, r "/") == 1' | sort -r
 }
-kill_# Temporary files of earlier runs in the root (a killed run's core files: gigabytes).
-rm -rf --one-file-system "$root"/tmp/pytest-of-* "$root"/tmp/tmp*
-
-in_root() {  # every process whose root directory is $1
+kill_in_root() {  # every process whose root directory is $1
   local r="$1" sig p n
   for sig in TERM KILL; do
     n=0
