@@ -92,6 +92,12 @@ std::string Monitor::start_session(const SessionOptions& o) {
   pending_detection_ = 0;
   frames_this_batch_ = 0;
   between_batches_.store(false, std::memory_order_release);
+  training_steps_ = o.count_training_steps;
+  {
+    std::lock_guard<std::mutex> lock(step_mutex_);
+    step_clock_.reset();
+    guessed_steps_ = 0;
+  }
   {
     std::lock_guard<std::mutex> lock(response_mutex_);
     report_floor_ = last_frame_end_;
@@ -166,6 +172,52 @@ void Monitor::begin_root_forward() {
   raise_decided_ = false;
 }
 
+void Monitor::begin_step_root_forward(uint32_t root_id, bool grad_enabled) {
+  if (!training_steps_) return;
+  std::lock_guard<std::mutex> lock(step_mutex_);
+  const StepClock::Begins begins = step_clock_.begins_step(root_id, grad_enabled);
+  if (begins == StepClock::Begins::kNo) return;
+  if (begins == StepClock::Begins::kGuessed && guessed_steps_++ == 0) {
+    first_guess_seq_ = __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE);
+  }
+  end_batch();
+}
+
+void Monitor::set_step_end(StepEnd rule) {
+  std::lock_guard<std::mutex> lock(step_mutex_);
+  // The program calls backward(): the forwards before it were one step.
+  if (step_clock_.step_end() == StepEnd::kRepeatedForward && rule != StepEnd::kRepeatedForward)
+    undo_guessed_steps();
+  step_clock_.set_step_end(rule);
+}
+
+void Monitor::undo_guessed_steps() {
+  if (guessed_steps_ == 0) return;
+  const uint64_t batch = ovf_state.batch - std::min<uint64_t>(guessed_steps_, ovf_state.batch);
+  const uint64_t end = __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE);
+  for (uint64_t seq = first_guess_seq_; seq < end; ++seq) {
+    const ovf_record* r = find_record(seq);
+    if (r == nullptr || r->batch <= batch) continue;
+    ovf_record relabelled = *r;
+    relabelled.batch = batch;
+    rewrite_record(relabelled);
+  }
+  ovf_state.batch = batch;
+  guessed_steps_ = 0;
+}
+
+void Monitor::end_step(bool now) {
+  if (!training_steps_) return;
+  {
+    std::lock_guard<std::mutex> lock(step_mutex_);
+    if (now)
+      step_clock_.begin_now();
+    else
+      step_clock_.end_step();
+  }
+  if (now) end_batch();
+}
+
 // ---------------------------------------------------------------- the commit step
 
 Monitor::Committed Monitor::append(ovf_record* records, uint32_t count, uint64_t batch) {
@@ -223,6 +275,10 @@ uint32_t Monitor::detect(const Committed& span, const ovf_record* records, uint3
   }
   if (static_cast<int64_t>(request.batch) < read_control(c.after_batch)) events = 0;
   if (events && !module_matches(request.module_id)) events = 0;
+  constexpr uint32_t kConditioned = OVF_STOP_NAN | OVF_STOP_INF | OVF_STOP_BACKWARD;
+  const EventFilter filter = event_filter_.load(std::memory_order_acquire);
+  if ((events & kConditioned) && filter != nullptr && !filter(span.first, events & kConditioned))
+    events &= ~kConditioned;
   if (events) {
     take_snapshot(span.first);
     ovf_state.last_event_seq = span.first;

@@ -18,6 +18,7 @@
 #include "frame_builder.h"
 #include "ovf/ring.h"
 #include "response.h"
+#include "step_clock.h"
 
 namespace ovf {
 
@@ -29,6 +30,9 @@ struct SessionOptions {
   // How a frame's device statistics are waited for (device_stats.h): fast
   // judges it when they arrive, exact waits for them in the frame's own hook.
   ovf_device_mode device_mode = OVF_DEVICE_MODE_FAST;
+  // Batches are the user's training steps (step_clock.h: auto mode), not the
+  // root module's forwards (the reference's count, DebugUnderflowOverflow(model)).
+  bool count_training_steps = false;
 };
 
 class Monitor {
@@ -41,6 +45,12 @@ class Monitor {
   std::string start_session(const SessionOptions& options);
   void stop_session();
   bool active() const { return active_; }
+
+  // An --if expression in the process (Python mode): called with an event's
+  // record and its NaN/Inf/backward stop bits once the control block's filters
+  // passed it; false drops the event (no stop, no response). nullptr: none.
+  using EventFilter = bool (*)(uint64_t seq, uint32_t events);
+  void set_event_filter(EventFilter filter) { event_filter_.store(filter); }
 
   // A region where non-finite values are expected (ovf.expected_nonfinite():
   // a loss scaler's overflow probe). Process-wide and nestable: the backward
@@ -73,6 +83,14 @@ class Monitor {
   // The root module's forward begins (its pre-hook): records from now on
   // belong to the batch the counter says (see record_batch in monitor.cpp).
   void begin_root_forward();
+
+  // Training steps (SessionOptions::count_training_steps): a step root's
+  // forward begins (its pre-hook) and may begin the next step; what ends a
+  // step, and that it ended. No-ops when counting root forwards.
+  void begin_step_root_forward(uint32_t root_id, bool grad_enabled);
+  void set_step_end(StepEnd rule);
+  // `now`: the next step begins here, not at the next step root's forward.
+  void end_step(bool now);
 
   // After optimizer.step(): `frame` holds the parameters (and state tensors)
   // that came out non-finite. `carried`: a gradient of one of them was
@@ -165,6 +183,14 @@ class Monitor {
   uint64_t record_batch() const;
 
   bool active_ = false;
+  bool training_steps_ = false;   // SessionOptions::count_training_steps
+  StepClock step_clock_;          // guarded by step_mutex_
+  uint64_t guessed_steps_ = 0;    // steps begun by a guess (StepClock::Begins::kGuessed) ...
+  uint64_t first_guess_seq_ = 0;  // ... the first of them at this record
+  std::mutex step_mutex_;
+  // Undoes the guessed steps: the counter goes back, records since the first
+  // guess are relabelled. Under step_mutex_.
+  void undo_guessed_steps();
   std::vector<int64_t> trace_batches_;  // the session's trace_batch_nums, any number of them
   uint64_t total_calls_ = 0;
   uint64_t last_frame_end_ = 0;          // seq after the previous frame's last line
@@ -173,6 +199,7 @@ class Monitor {
   bool judging_late_ = false;            // a deferred frame is judged after its hook returned
   std::recursive_mutex deferred_mutex_;  // C++ programs may finish frames on several threads
   std::atomic<int> expected_depth_{0};
+  std::atomic<EventFilter> event_filter_{nullptr};
   std::atomic<size_t> deferred_count_{0};  // deferred_.size(), read without the lock by polls
   uint32_t pending_detection_ = 0;  // the reference's sticky detected_overflow (NAN/INF bits)
   uint64_t last_nonfinite_seq_ = OVF_NO_SEQ;  // newest record holding a NaN/Inf (atomic access)

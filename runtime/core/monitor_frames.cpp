@@ -110,9 +110,11 @@ Response Monitor::answer_frame(const std::vector<ovf_record>& records, const Fra
   }
   if (done.events) {
     // The header's batch_number is the reference's counter: for the root
-    // module's own frame it already counts the batch that just ended.
+    // module's own frame it already counts the batch that just ended. Counted
+    // in training steps, it is the step the frame ran in, as on every line.
+    const bool counted_here = context.is_root && !training_steps_;
     Response event =
-        respond(done.events, done.end, context.batch + (context.is_root ? 1 : 0), can_raise);
+        respond(done.events, done.end, context.batch + (counted_here ? 1 : 0), can_raise);
     out.text += event.text;
     out.action = event.action;
     out.message = event.message;
@@ -164,8 +166,10 @@ Response Monitor::finish_frame(FrameBuilder& frame) {
     pending.clear();
   }
   if (frame.is_root()) {
-    end_batch();
-    between_batches_.store(true, std::memory_order_release);
+    if (!training_steps_) {  // the reference's count (training steps end elsewhere)
+      end_batch();
+      between_batches_.store(true, std::memory_order_release);
+    }
     ++boundaries_;
   }
   last_frame_end_ = done.end;

@@ -130,7 +130,28 @@ PYBIND11_MODULE(_ovf, m) {
         "Forward hook (module, args, output) of a frame inside a torch.compile'd graph.");
   m.def("forward_pre_hook", &ovf::forward_pre_hook,
         "Forward pre-hook: names new modules (auto mode), tracks the module stack.");
-  m.def("watch_module", &ovf::watch_module, py::arg("module"), py::arg("name"), py::arg("is_root"));
+  m.def("watch_module", &ovf::watch_module, py::arg("module"), py::arg("name"), py::arg("is_root"),
+        py::arg("step_root") = false);
+  m.def(
+      "set_step_end",
+      [](uint32_t rule) {
+        if (rule > uint32_t(ovf::StepEnd::kOptimizerRound))
+          throw py::value_error("ovf: set_step_end takes one of STEP_ENDS' values");
+        ovf::Monitor::instance().set_step_end(static_cast<ovf::StepEnd>(rule));
+      },
+      "What ends a training step from now on (step_clock.h): STEP_ENDS['repeated_forward'], "
+      "['backward'] or ['optimizer_round'].");
+  m.attr("STEP_ENDS") =
+      py::dict(py::arg("repeated_forward") = uint32_t(ovf::StepEnd::kRepeatedForward),
+               py::arg("backward") = uint32_t(ovf::StepEnd::kBackward),
+               py::arg("optimizer_round") = uint32_t(ovf::StepEnd::kOptimizerRound));
+  m.def("set_event_condition", &ovf::set_event_condition, py::arg("condition"),
+        "condition(seq, events) -> bool decides each NaN/Inf/backward event (--if); None: "
+        "every event stands.");
+  m.def(
+      "end_step", [](bool now) { ovf::Monitor::instance().end_step(now); }, py::arg("now") = false,
+      "The event that ends a training step happened: the next step root's forward begins one "
+      "(now=True: the next step begins here).");
   m.def("deliver_pending_raise", &ovf::deliver_pending_raise);
   m.def("after_optimizer_step", &ovf::after_optimizer_step,
         "Checks an optimizer's parameters after its step; records the non-finite ones.");
@@ -141,8 +162,9 @@ PYBIND11_MODULE(_ovf, m) {
   m.def(
       "start_session",
       [](uint32_t max_frames, std::vector<int64_t> trace, int64_t abort_after, uint32_t on_event,
-         uint32_t device_mode) {
+         uint32_t device_mode, bool training_steps) {
         ovf::SessionOptions o;
+        o.count_training_steps = training_steps;
         if (device_mode != OVF_DEVICE_MODE_FAST && device_mode != OVF_DEVICE_MODE_EXACT)
           throw py::value_error("ovf: device_mode must be DEVICE_MODES['fast'] or ['exact']");
         o.device_mode = static_cast<ovf_device_mode>(device_mode);
@@ -155,7 +177,7 @@ PYBIND11_MODULE(_ovf, m) {
         ovf::note_cuda_backend();
       },
       py::arg("max_frames"), py::arg("trace"), py::arg("abort_after"), py::arg("on_event"),
-      py::arg("device_mode") = int(OVF_DEVICE_MODE_FAST));
+      py::arg("device_mode") = int(OVF_DEVICE_MODE_FAST), py::arg("training_steps") = false);
   m.def("stop_session", [] { ovf::Monitor::instance().stop_session(); });
   m.def("flush_device_frames", &ovf::flush_device_frames,
         "Waits for every frame whose device statistics are on their way and judges it "

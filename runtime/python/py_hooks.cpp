@@ -1,5 +1,6 @@
 #include "py_hooks.h"
 
+#include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <unordered_map>
@@ -26,6 +27,7 @@ struct ModuleEntry {
   py::object module;  // strong: a freed module's address must not be reused under its name
   uint32_t name_id = 0;
   uint32_t class_id = 0;
+  bool step_root = false;  // its forward may begin a training step (step_clock.h)
   BufferWatch buffers;
 };
 
@@ -337,15 +339,19 @@ void forward_pre_hook(py::handle module, py::handle /*args*/) {
     raise_pending();
     if (running()) guarded([] { poll_device_frames(); });
   }
+  // After a raise pending from the step before: it is that step's.
+  if (it->second.step_root)
+    Monitor::instance().begin_step_root_forward(it->second.name_id, at::GradMode::is_enabled());
   push_module(module.ptr(), it->second.name_id,
               __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE));
 }
 
-void watch_module(py::handle module, const std::string& name, bool is_root) {
+void watch_module(py::handle module, const std::string& name, bool is_root, bool step_root) {
   ModuleEntry& entry = modules()[module.ptr()];
   entry.module = py::reinterpret_borrow<py::object>(module);
   entry.name_id = intern(name);
   entry.class_id = intern(type_name(module));
+  entry.step_root = step_root;
   entry.buffers.clear();
   if (is_root) {
     g_root = module.ptr();
@@ -356,6 +362,33 @@ void watch_module(py::handle module, const std::string& name, bool is_root) {
     register_parameter(t, entry.name_id,
                        intern(name.empty() ? std::string(param) : name + "." + param));
   });
+}
+
+namespace {
+py::object* g_event_condition = nullptr;  // lives for the process, like the hooks
+
+// Monitor's event filter: the Python callable decides. It runs where the event
+// happened (an autograd thread too); an error in it keeps the event.
+bool python_event_filter(uint64_t seq, uint32_t events) {
+  if (g_event_condition == nullptr || !Py_IsInitialized()) return true;
+  py::gil_scoped_acquire gil;
+  try {
+    return (*g_event_condition)(seq, events).cast<bool>();
+  } catch (py::error_already_set& e) {
+    e.discard_as_unraisable("ovf: the --if expression");
+    return true;
+  }
+}
+}  // namespace
+
+void set_event_condition(py::object condition) {
+  if (condition.is_none()) {
+    Monitor::instance().set_event_filter(nullptr);
+    return;
+  }
+  if (g_event_condition == nullptr) g_event_condition = new py::object();
+  *g_event_condition = std::move(condition);
+  Monitor::instance().set_event_filter(&python_event_filter);
 }
 
 void set_wait_timeout(double seconds) { g_wait_timeout_s = seconds > 0 ? seconds : 0; }

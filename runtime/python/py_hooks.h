@@ -30,7 +30,11 @@ void forward_pre_hook(pybind11::handle module, pybind11::handle args);
 void compiled_forward_hook(pybind11::handle module, pybind11::handle args, pybind11::handle output);
 
 // Names `module` `name` (the root starts a batch's forward) and its parameters.
-void watch_module(pybind11::handle module, const std::string& name, bool is_root);
+// An --if expression in Python mode: `condition(seq, events)` -> bool decides
+// each NaN/Inf/backward event (None: every event stands).
+void set_event_condition(pybind11::object condition);
+
+void watch_module(pybind11::handle module, const std::string& name, bool is_root, bool step_root);
 bool is_watched(pybind11::handle module);
 
 // Wait mode gives up waiting for a debugger after this many seconds (0: never).

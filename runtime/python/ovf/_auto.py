@@ -2,8 +2,9 @@
 
 Global hooks see every module call. The first call of a module ovf has not
 named makes it a root: it and its submodules are named from it, as
-``model.named_modules()`` would. The largest root is the model whose forward
-ends a batch (a loss module called beside it is a root too, but a small one).
+``model.named_modules()`` would. The largest root with parameters is the batch root (a
+loss module called beside it is a root too, but a small one). Batches are the
+user's training steps (_steps.py).
 """
 
 import warnings
@@ -43,15 +44,26 @@ def discover(module, becomes_batch_root=None):
             discover(inner, becomes_batch_root)
         return
     named = list(module.named_modules())
+    size = (_trains(module), len(named))
     if becomes_batch_root is None:
-        becomes_batch_root = _batch_root is None or len(named) > _root_sizes.get(_batch_root, 0)
+        becomes_batch_root = _batch_root is None or size > _root_sizes.get(_batch_root, (False, 0))
     for name, sub in named:
         # a larger root renames what a smaller one named first
         if becomes_batch_root or not _ovf.is_watched(sub):
-            _hooks.watch(sub, name, sub is module and becomes_batch_root)
-    _root_sizes[module] = len(named)
+            root = sub is module
+            _hooks.watch(sub, name, root and becomes_batch_root, step_root=root and size[0])
+    _root_sizes[module] = size
     if becomes_batch_root:
         _batch_root = module
+
+
+def _trains(module):
+    """Whether calling `module` is a training step's work (_steps.py): it holds
+    parameters (a transform, a loss module hold none) and runs outside a DataLoader
+    worker (whose modules prepare data)."""
+    if torch.utils.data.get_worker_info() is not None:
+        return False
+    return next(module.parameters(), None) is not None
 
 
 def adopt(model):
@@ -92,6 +104,7 @@ def enable(
     headroom=None,
     wait_timeout=0.0,
     device_mode="fast",
+    condition=None,
 ):
     """Turns detection on for every model this process runs. Idempotent.
 
@@ -104,6 +117,8 @@ def enable(
     wait_timeout: wait mode goes on after this many seconds without a debugger.
     device_mode: "fast" or "exact", how device tensors' statistics are waited for
     (_options.device_mode_code).
+    condition: an --if expression (_condition.py) each NaN/Inf/backward event must
+    satisfy, or None.
 
     Every option is checked before anything is switched on: a refused one
     leaves the process as it was."""
@@ -120,6 +135,10 @@ def enable(
         "headroom_dtype": _options.headroom_code(headroom),
     }
     wait_timeout = _options.seconds(wait_timeout)
+    if condition is not None:
+        from . import _condition
+
+        _condition.parse(condition, "OVF_IF")
     if ring_capacity is not None:
         _ovf.configure_ring(_options.ring_capacity(ring_capacity))
     mask = _options.STOP_BITS["nan"] | _options.STOP_BITS["inf"]
@@ -132,7 +151,7 @@ def enable(
     if observe & _options.OBSERVE_BITS["backward"]:
         mask |= _options.STOP_BITS["backward"]
     if not _enabled:
-        from . import _optimizer, _raise_points
+        from . import _optimizer, _raise_points, _steps
 
         _hooks.hooks_installed()
         torch.nn.modules.module.register_module_forward_pre_hook(_ovf.forward_pre_hook)
@@ -140,11 +159,16 @@ def enable(
         _optimizer.install()
         _raise_points.install()
         _enabled = True
-    _ovf.start_session(frames, trace, abort_after, on_event, device)
+    _ovf.start_session(frames, trace, abort_after, on_event, device, training_steps=True)
+    from . import _steps
+
+    _steps.start()
     if stop_mask is not None:  # the kinds asked for; backward ops stop for those kinds too
         mask = stop_mask | (mask & _options.STOP_BITS["backward"])
     _ovf.set_control(stop_mask=mask, **control)
     _ovf.set_wait_timeout(wait_timeout)
+    if condition is not None:
+        _condition.install(condition)
     _ovf.sync_op_observer()
     if on_nan == "abort" and not _ovf.enable_core_dumps():
         print(
@@ -174,4 +198,5 @@ def enable_from_environment():
         headroom=opts["headroom"],
         wait_timeout=opts["wait_timeout"],
         device_mode=opts["device_mode"],
+        condition=opts["condition"],
     )

@@ -46,10 +46,11 @@ def hooks_installed():
         _deepened = True
 
 
-def watch(module, name, is_root):
+def watch(module, name, is_root, step_root=False):
     """Names a module for the runtime (and, under torch.compile, for the operators
-    that carry its hooks into compiled graphs: _compile.py)."""
-    _ovf.watch_module(module, encoded(name), is_root)
+    that carry its hooks into compiled graphs: _compile.py). `step_root`: its
+    forward may begin a training step (auto mode: _steps.py)."""
+    _ovf.watch_module(module, encoded(name), is_root, step_root)
     _compile.key_of(module)
 
 

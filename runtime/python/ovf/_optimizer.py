@@ -7,13 +7,14 @@ forward is where it shows (as in the reference). torch's global post-step hook
 
 import importlib
 
-from . import _ovf
+from . import _ovf, _steps
 
 _installed = False
 
 
 def _check(optimizer, *_):
     _ovf.after_optimizer_step(optimizer)
+    _steps.after_optimizer_step(optimizer)
 
 
 def install():

@@ -13,7 +13,7 @@ import importlib
 
 import torch
 
-from . import _ovf
+from . import _ovf, _steps
 
 _installed = False
 
@@ -33,6 +33,7 @@ def install():
     @functools.wraps(original)
     def backward(*args, **kwargs):
         result = original(*args, **kwargs)
+        _steps.after_backward()
         _ovf.deliver_pending_raise()
         return result
 

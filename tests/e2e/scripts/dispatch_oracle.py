@@ -13,6 +13,10 @@ Deliberate values are masks:
   - an op that reads deliberate infinities and makes a NaN is at fault (a
     softmax over a row masked whole): masks never make NaN.
 
+The batch is the script's own step: its local variable `batch` in the
+innermost frame of the script that has one (its training loop's counter), not
+a count of forwards.
+
 Usage inside a script: `with FirstNonFinite(__file__) as oracle: ...`, then
 `oracle.verdict()` -> "aten::log in <no module> at batch 1, real_models.py:57"
 or None.
@@ -20,6 +24,7 @@ or None.
 
 import math
 import os
+import sys
 import traceback
 import weakref
 
@@ -103,27 +108,25 @@ class FirstNonFinite(TorchDispatchMode):
         super().__init__()
         self.script = os.path.abspath(script)
         self.modules = []  # names of the modules whose forward runs
-        self.batch = 0
         self.found = None
         self._hooks = []
         self._origins = {}  # storage -> (CONSTANTS or DELIBERATE, weak refs to its tensors)
 
     def __enter__(self):
-        # The first module called is the batch root, as a training loop's model is.
+        # A module called outside every named one is a root: it and its submodules
+        # are named from it, as a training loop's model is (a GAN has two).
         def pre(module, args):
-            if self.root is None:
-                self.root = module
-                self.names = {m: n for n, m in reversed(list(module.named_modules()))}
+            if module not in self.names and not self.modules:
+                for name, sub in module.named_modules():
+                    self.names.setdefault(sub, name)
             if module in self.names:
                 self.modules.append(self.names[module] or f"<root {type(module).__name__}>")
 
         def post(module, args, output):
             if module in self.names and self.modules:
                 self.modules.pop()
-                if module is self.root:
-                    self.batch += 1
 
-        self.root, self.names = None, {}
+        self.names = {}
         self._hooks = [
             torch.nn.modules.module.register_module_forward_pre_hook(pre),
             torch.nn.modules.module.register_module_forward_hook(post),
@@ -134,6 +137,17 @@ class FirstNonFinite(TorchDispatchMode):
         for hook in self._hooks:
             hook.remove()
         return super().__exit__(*exc)
+
+    def _step(self):
+        """The script's loop counter `batch` where the op runs, or None."""
+        frame = sys._getframe()
+        while frame is not None:
+            if os.path.abspath(frame.f_code.co_filename) == self.script:
+                step = frame.f_locals.get("batch")
+                if isinstance(step, int):
+                    return step
+            frame = frame.f_back
+        return None
 
     def _line(self):
         for frame in reversed(traceback.extract_stack()):
@@ -199,12 +213,8 @@ class FirstNonFinite(TorchDispatchMode):
                 for x in made:
                     self._note(x, CONSTANTS if only_constants else DELIBERATE)
                 return out
-            # Modules run forwards; the loss, backward and step belong to the batch
-            # just counted.
-            in_forward = bool(self.modules)
-            batch = self.batch if in_forward else max(self.batch - 1, 0)
-            module = self.modules[-1] if in_forward else "(no module)"
-            self.found = f"{func._schema.name} in {module} at batch {batch}, {self._line()}"
+            module = self.modules[-1] if self.modules else "(no module)"
+            self.found = f"{func._schema.name} in {module} at batch {self._step()}, {self._line()}"
             return out
         for x in outputs:
             if only_constants:

@@ -271,7 +271,204 @@ def normalised_distance():
         loss = (z / (norm + 1e-6)).sum()
         opt.zero_grad()
         loss.backward()
+        opt.step()  # carried: normalised_distance
+        print(f"batch {batch} loss {loss.item():.4f}", flush=True)
+
+
+def standardised(x):
+    """Per-image standardisation, as people write it: a blank image is 0/0."""
+    mean = x.mean(dim=1, keepdim=True)
+    return (x - mean) / x.std(dim=1, keepdim=True)  # born: siamese_pairs
+
+
+class Discriminator(nn.Module):
+    def __init__(self, size=16):
+        super().__init__()
+        self.main = nn.Sequential(nn.Linear(size, 32), nn.LeakyReLU(0.2), nn.Linear(32, 1))
+
+    def forward(self, x):
+        return torch.sigmoid(self.main(x)).view(-1)
+
+
+class Generator(nn.Module):
+    def __init__(self, latent=8, size=16):
+        super().__init__()
+        self.main = nn.Sequential(nn.Linear(latent, 32), nn.ReLU(), nn.Linear(32, size), nn.Tanh())
+
+    def forward(self, z):
+        z = z / z.norm(dim=1, keepdim=True)  # born: gan_two_optimizers
+        return self.main(z)
+
+
+def gan_two_optimizers():
+    """pytorch/examples' DCGAN loop, shrunk: two models, two optimizers, three
+    backward() calls per iteration; the generator's update draws fresh noise,
+    and at iteration 2 one noise row is zero (the latent normalised to the
+    sphere is 0/0) -- after the discriminator's optimizer has stepped."""
+    generator, discriminator = Generator(), Discriminator()
+    opt_d = torch.optim.Adam(discriminator.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    opt_g = torch.optim.Adam(generator.parameters(), lr=2e-4, betas=(0.5, 0.999))
+
+    def bce(p, target):  # written out, as GAN code often does
+        return -(target * torch.log(p) + (1 - target) * torch.log(1 - p)).mean()
+
+    for batch in range(3):
+        real = torch.randn(4, 16)
+        discriminator.zero_grad()
+        err_real = bce(discriminator(real), torch.ones(4))
+        err_real.backward()
+        fake = generator(torch.randn(4, 8))
+        err_fake = bce(discriminator(fake.detach()), torch.zeros(4))
+        err_fake.backward()
+        opt_d.step()
+        generator.zero_grad()
+        z = torch.randn(4, 8)
+        if batch == 2:
+            z[1] = 0.0
+        err_g = bce(discriminator(generator(z)), torch.ones(4))
+        err_g.backward()
+        opt_g.step()
+        print(f"batch {batch} loss {err_g.item():.4f}", flush=True)
+
+
+def siamese_pairs():
+    """A siamese encoder called twice a step (a contrastive pair); the second
+    image of a pair at step 2 is blank."""
+    encoder = nn.Sequential(nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 8))
+    model = nn.ModuleDict({"encoder": encoder})
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+
+    def embed(x):
+        return model["encoder"](standardised(x))
+
+    for batch in range(3):
+        left, right = torch.randn(4, 16), torch.randn(4, 16)
+        if batch == 2:
+            right[3] = 0.5
+        a, b = embed(left), embed(right)
+        loss = (a - b).pow(2).sum(1).mean()
+        opt.zero_grad()
+        loss.backward()
         opt.step()
+        print(f"batch {batch} loss {loss.item():.4f}", flush=True)
+
+
+class Normalize(nn.Module):
+    """torchvision.transforms.Normalize is a module, called on every sample."""
+
+    def __init__(self, mean, std):
+        super().__init__()
+        self.mean, self.std = mean, std
+
+    def forward(self, x):
+        return (x - self.mean) / self.std
+
+
+class Images(torch.utils.data.Dataset):
+    """Twelve images; image 9 (step 2 at 4 a batch) was saved unscaled (0..255)."""
+
+    def __init__(self):
+        self.transform = Normalize(0.5, 0.25)
+        self.images = torch.rand(12, 16)
+        self.images[9] *= 255.0 * 40
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, i):
+        return self.transform(self.images[i]), i % 4
+
+
+def loader_transforms():
+    """A DataLoader whose transform is a module, a hand-written log-likelihood,
+    and an evaluation under no_grad after every step: only the trained model's
+    steps count."""
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    loader = torch.utils.data.DataLoader(Images(), batch_size=4, shuffle=False)
+    for batch, (x, y) in enumerate(loader):
+        probs = F.softmax(model(x), dim=1)
+        loss = -torch.log(probs[torch.arange(len(y)), y]).mean()  # born: loader_transforms
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        with torch.no_grad():
+            model(torch.rand(2, 16))
+            model(torch.rand(2, 16))
+        print(f"batch {batch} loss {loss.item():.4f}", flush=True)
+
+
+class TinySegmenter(nn.Module):
+    """A segmentation model's shape: a dict of per-pixel class scores."""
+
+    def __init__(self, classes=3):
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU())
+        self.classifier = nn.Conv2d(8, classes, 1)
+
+    def forward(self, x):
+        return {"out": self.classifier(self.backbone(x))}
+
+
+def segmentation_ignore():
+    """torchvision's segmentation reference criterion (cross_entropy with
+    ignore_index=255); at step 1 the random crop fell wholly in the void border,
+    every target pixel 255: the mean over no pixels is 0/0."""
+    model = TinySegmenter()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+
+    def criterion(inputs, target):
+        losses = {}
+        for name, x in inputs.items():
+            losses[name] = F.cross_entropy(x, target, ignore_index=255)  # born: segmentation_ignore
+        return losses["out"]
+
+    for batch in range(3):
+        image = torch.randn(2, 3, 8, 8)
+        target = torch.randint(3, (2, 8, 8))
+        if batch == 1:
+            target[:] = 255
+        loss = criterion(model(image), target)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        print(f"batch {batch} loss {loss.item():.4f}", flush=True)
+
+
+class RNNModel(nn.Module):
+    """pytorch/examples' word_language_model RNNModel with RNN_RELU, shrunk."""
+
+    def __init__(self, ntoken=32, ninp=16, nhid=16):
+        super().__init__()
+        self.encoder = nn.Embedding(ntoken, ninp)
+        self.rnn = nn.RNN(ninp, nhid, 1, nonlinearity="relu")
+        self.decoder = nn.Linear(nhid, ntoken)
+        self.ntoken = ntoken
+
+    def forward(self, input, hidden):
+        output, hidden = self.rnn(self.encoder(input), hidden)  # born: rnn_relu_explodes
+        decoded = self.decoder(output).view(-1, self.ntoken)
+        return F.log_softmax(decoded, dim=1), hidden
+
+
+def rnn_relu_explodes():
+    """Its training loop and own SGD through .data; a learning rate a
+    thousand times too large at step 1 makes the recurrent weights grow until the
+    ReLU RNN's hidden state overflows inside aten::rnn_relu (its addmm) at step 2."""
+    model = RNNModel()
+    hidden = torch.zeros(1, 4, 16)
+    for batch in range(3):
+        data = torch.randint(32, (35, 4))
+        targets = torch.roll(data, -1, dims=0).view(-1)
+        hidden = hidden.detach()
+        model.zero_grad()
+        output, hidden = model(data, hidden)
+        loss = F.nll_loss(output, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+        lr = 20.0 * (1000.0 if batch == 1 else 1.0)
+        for p in model.parameters():
+            p.data.add_(p.grad, alpha=-lr)
         print(f"batch {batch} loss {loss.item():.4f}", flush=True)
 
 
@@ -288,6 +485,11 @@ CASES = {
         resnet_batchnorm,
         vit_adamw_eps0,
         normalised_distance,
+        gan_two_optimizers,
+        siamese_pairs,
+        loader_transforms,
+        segmentation_ignore,
+        rnn_relu_explodes,
     )
 }
 

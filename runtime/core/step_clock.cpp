@@ -1,0 +1,36 @@
+#include "step_clock.h"
+
+#include <algorithm>
+
+namespace ovf {
+
+void StepClock::reset() {
+  rule_ = StepEnd::kRepeatedForward;
+  ended_ = false;
+  roots_this_step_.clear();
+}
+
+void StepClock::begin_now() {
+  ended_ = false;
+  roots_this_step_.clear();
+}
+
+StepClock::Begins StepClock::begins_step(uint32_t root_id, bool grad_enabled) {
+  const bool seen = std::find(roots_this_step_.begin(), roots_this_step_.end(), root_id) !=
+                    roots_this_step_.end();
+  Begins begins = Begins::kNo;
+  if (ended_) {
+    // A training program's evaluation under no_grad after a step is still that step.
+    if (grad_enabled || rule_ == StepEnd::kRepeatedForward) begins = Begins::kYes;
+  } else if (rule_ == StepEnd::kRepeatedForward && seen) {
+    begins = grad_enabled ? Begins::kGuessed : Begins::kYes;
+  }
+  if (begins != Begins::kNo) {
+    ended_ = false;
+    roots_this_step_.clear();
+  }
+  if (begins != Begins::kNo || !seen) roots_this_step_.push_back(root_id);
+  return begins;
+}
+
+}  // namespace ovf
