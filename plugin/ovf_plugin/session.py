@@ -18,6 +18,9 @@ from .arming import Arming
 from .summary import stop_summary
 from .wording import GDB
 
+# The events an --if expression decides (in Python mode too: ovf._condition).
+CONDITIONED = layout.STOP_NAN | layout.STOP_INF | layout.STOP_BACKWARD
+
 PACKAGE_ENV = "OVF_PACKAGE_DIR"
 
 
@@ -162,7 +165,7 @@ class Session:
                     decision.now += format_trace(frame, ring.text)
                 continue
             lines = [line for b, line in event.offending if b == bit]
-            if bit in (layout.STOP_NAN, layout.STOP_INF) and self.arming.condition is not None:
+            if bit & CONDITIONED and self.arming.condition is not None:
                 try:
                     lines = [
                         line

@@ -1,6 +1,9 @@
 """The one-screen text printed when the debugger stops at an event."""
 
-from ovf_ring import compiled, device, layout
+import os
+
+from ovf_ring import compiled, device, layout, snapshot
+from ovf_ring.errors import OvfError
 from ovf_ring.event import bit_name
 from ovf_ring.frames import previous_frame, walk_back
 from ovf_ring.identity import rank_text
@@ -60,7 +63,9 @@ def title(ring, event):
         role = (
             ", produced here"
             if op.flags & layout.FLAG_PRODUCER
-            else ", carried in" if op.flags & layout.FLAG_CARRIER else ""
+            else ", carried in"
+            if op.flags & layout.FLAG_CARRIER
+            else ""
         )
         module = ring.module(op.context_id, "no module")
         return f"{text} at batch {event.batch}, op {ring.text(op.name_id)} in {module}{role}"
@@ -122,6 +127,49 @@ def _culprit(ring, event, bit, line):
     return text
 
 
+def _program_line(ring, event):
+    """ "model.py:66 in forward": the program's line that ran the event's op (a
+    backward op's forward line), or "" where there is none to tell."""
+    if event.op is None:
+        return ""
+    if event.op.location_id != layout.NO_ID:
+        return ring.text(event.op.location_id)
+    try:
+        snap = snapshot.read(ring)
+    except OvfError:
+        return ""
+    if snap.event_seq != event.seq:
+        return ""
+    for frame in snap.frames:
+        if frame.user:
+            return f"{os.path.basename(frame.file)}:{frame.line} in {frame.function}"
+    return ""
+
+
+def _carried_from(ring, event):
+    """How the first non-finite value reached a forward op that carried it in (as
+    the runtime's report says it, report.cpp's carried_from), or ""."""
+    op = event.op
+    if (
+        op is None
+        or op.kind != layout.KIND_OP_OUTPUT
+        or op.flags & layout.FLAG_BACKWARD
+        or not op.flags & layout.FLAG_CARRIER
+        or event.seq != ring.header.first_nonfinite_seq
+    ):
+        return ""
+    if op.aux_id == layout.NO_ID:
+        return (
+            "carried in from a value no op ovf watched made (made before ovf started, or outside"
+            " the ops it sees)"
+        )
+    return (
+        f"carried in by the gradient of {ring.text(op.aux_id)}: it was made in the backward"
+        " pass, which ovf did not watch (--backward names the op that made it and its forward"
+        " line)"
+    )
+
+
 def _frame_block(ring, frame, note):
     records = [frame.header, *frame.lines]
     text = [format_record(r, ring.text) for r in records[: LINES_PER_FRAME + 1]]
@@ -141,6 +189,12 @@ def stop_summary(ring, event, chosen=None):
     out = [f"ovf: {rank + ': ' if rank else ''}{title(ring, event)}"]
     shown = []  # the frames listed below
     culprit = chosen or (event.offending[0] if event.offending else None)
+    where = _program_line(ring, event)
+    if where:
+        out.append(f"     at {where}")
+    carried = _carried_from(ring, event)
+    if carried:
+        out.append(f"     {carried}")
     if culprit is not None:
         bit, line = culprit
         out.append(f"     {_culprit(ring, event, bit, line)}")

@@ -36,10 +36,15 @@ def last_event(ring):
     h = ring.header
     if h.last_event_seq == layout.NO_SEQ:
         return None
-    r = ring.record(h.last_event_seq)
+    return event_at(ring, h.last_event_seq, h.last_event_kind)
+
+
+def event_at(ring, seq, bits):
+    """The event of stop `bits` whose record is `seq`, or None where it cannot be read."""
+    r = ring.record(seq)
     if isinstance(r, BadSlot):
         return None
-    event = Event(bits=h.last_event_kind, seq=r.seq)
+    event = Event(bits=bits, seq=r.seq)
     if r.kind == layout.KIND_CHECKPOINT:
         event.checkpoint = r
         lines = [r]
@@ -77,6 +82,16 @@ def offending_lines(lines, bits, control):
 
 def bit_name(bit):
     return next(name for name, value in layout.STOP_NAMES if value == bit)
+
+
+def condition_holds(condition, ring, event, bits):
+    """Whether `condition` (an --if Condition) holds for one line that fires one of
+    `bits` in `event`. OvfError: the expression could not be evaluated."""
+    return any(
+        condition(line_fields(ring, event, bit, line))
+        for bit, line in event.offending
+        if bit & bits
+    )
 
 
 def line_fields(ring, event, bit, line):

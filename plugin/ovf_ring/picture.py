@@ -21,6 +21,7 @@ from .ring import BadSlot
 
 MAX_COLUMNS = 1000  # columns drawn without --last: the newest frames or batches
 
+
 @dataclass
 class Options:
     module: str = None  # a glob on module paths
@@ -164,6 +165,20 @@ def collect(ring, options=None, program=""):
                     located[seq] = (row, column)
                 else:
                     pending.append((seq, row, label, r))
+    # A marked op whose module's forward has not returned (a stop at the op): its
+    # module's row, in the column of what runs after the newest frame.
+    for module_id, seqs in waiting.items():
+        if not wanted(ring.module(module_id)):
+            continue
+        row = next((k for k in rows if k[0] == "module" and k[1] == module_id), None)
+        if row is None:
+            row = ("module", module_id, layout.NO_ID)
+        for marked_seq in seqs:
+            r = ring.record(marked_seq)
+            column = r.batch if by_batch else ring.end_seq
+            label = rows.get(row) or ring.module(module_id)
+            cell(row, label, column, r.batch, marked_seq).add(r)
+            located[marked_seq] = (row, column)
     if pending:  # ops after the newest frame: a forward still running, the loss, backward
         column = ring.end_seq
         for op_seq, op_row, op_label, op in pending:
@@ -269,15 +284,17 @@ def _describe(ring, seq):
         frame = ring.record(r.frame_seq)
         if not isinstance(frame, BadSlot) and frame.kind in (layout.KIND_FRAME, layout.KIND_STEP):
             return (
-                f"record {seq}, batch {r.batch}, {_frame_name(ring, frame)} "
-                f"{ring.text(r.label_id)}"
+                f"record {seq}, batch {r.batch}, {_frame_name(ring, frame)} {ring.text(r.label_id)}"
             )
     return describe_seq(ring, seq)
 
 
 def _frame_name(ring, r):
-    path = ring.module(r.name_id)
-    return path if path.startswith("<root ") else f"{path} ({ring.text(r.label_id)})"
+    # Every root module is path "": a frame's own class tells a model from the
+    # loss module called beside it (both would read "<root Model>").
+    if ring.text(r.name_id) == "" and r.label_id != layout.NO_ID:
+        return f"<root {ring.text(r.label_id)}>"
+    return f"{ring.module(r.name_id)} ({ring.text(r.label_id)})"
 
 
 def _column_label(key, batch, by_batch, ring):

@@ -76,6 +76,8 @@ def _values(local):
 
 
 def _describe(local):
+    if local.flags & snapshot.LOCAL_VALUE:
+        return f"{local.name}: {local.type} = {local.value}"
     if not local.flags & snapshot.LOCAL_TENSOR:
         return f"{local.name}: {local.type}"
     shape = ", ".join(map(str, local.shape)) + (

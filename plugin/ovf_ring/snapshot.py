@@ -16,7 +16,7 @@ MAX_FRAMES = 64
 MAX_LOCALS = 64
 DIMS = 8
 FLAG_USER = 1
-LOCAL_TENSOR, LOCAL_HAS_STATS, LOCAL_SHAPE_TRUNCATED = 1, 2, 4
+LOCAL_TENSOR, LOCAL_HAS_STATS, LOCAL_SHAPE_TRUNCATED, LOCAL_VALUE = 1, 2, 4, 8
 
 _HEADER = struct.Struct("<QIIQIIII24x")
 _FRAME = struct.Struct("<IIiI")
@@ -28,7 +28,7 @@ Local = namedtuple(
     "Local",
     (
         "name type flags dtype device_type device_index ndim shape numel nan_count "
-        "pos_inf_count neg_inf_count zero_count abs_min abs_max"
+        "pos_inf_count neg_inf_count zero_count abs_min abs_max value"
     ),
 )
 Snapshot = namedtuple("Snapshot", "event_seq thread_id frames locals")
@@ -83,6 +83,8 @@ def read(ring):
         v = _LOCAL.unpack_from(locals_data, i * _LOCAL.size)
         name_id, type_id, flags, dtype, device_type, device_index, ndim = v[:7]
         shape = v[7 : 7 + DIMS][: min(ndim, DIMS)]
+        # a plain value's text id sits where a tensor's shape would (ring.h's union)
+        value = ring.text(v[7] & 0xFFFFFFFF) if flags & LOCAL_VALUE else None
         local_list.append(
             Local(
                 ring.text(name_id),
@@ -94,6 +96,7 @@ def read(ring):
                 ndim,
                 shape,
                 *v[7 + DIMS :],
+                value,
             )
         )
     return Snapshot(event_seq, thread_id, frames, local_list)

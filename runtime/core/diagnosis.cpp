@@ -53,6 +53,10 @@ double largest_input(const std::vector<Operand>& inputs) {
 
 }  // namespace
 
+namespace {
+constexpr const char* kFromFiniteInputs = " from finite inputs";
+}  // namespace
+
 std::string diagnose(const std::string& op, const Operand& out,
                      const std::vector<Operand>& inputs) {
   const Stats& o = out.stats;
@@ -93,6 +97,12 @@ std::string diagnose(const std::string& op, const Operand& out,
   if (is(op, {"reciprocal", "reciprocal_"}) && first != nullptr && first->zero_count) {
     return op + " of " + plural(first->zero_count, "zero") + " (inf)";
   }
+  // nll_loss's mean divides by the targets' total weight; from finite inputs a
+  // NaN comes only from 0/0: every target was ignore_index (or weighted 0).
+  if (is(op, {"nll_loss_forward", "nll_loss2d_forward"}) && o.nan_count) {
+    return op + ": the targets' total weight is 0 (every target is ignore_index or weighs 0):" +
+           " 0/0 in the mean (nan)";
+  }
   const double top = dtype_max(out.dtype);
   if (is(op, {"exp", "exp_", "exp2", "expm1", "cosh", "sinh"}) && first != nullptr &&
       first->has_stats && top > 0) {
@@ -119,7 +129,12 @@ std::string diagnose(const std::string& op, const Operand& out,
       return op + " made " + made(o) + " from the infinities of a mask (inf - inf, 0 * inf)";
     }
   }
-  return op + " made " + made(o) + " from finite inputs";
+  return op + " made " + made(o) + kFromFiniteInputs;
+}
+
+bool is_generic(std::string_view why) {
+  const std::string_view tail = kFromFiniteInputs;
+  return why.size() >= tail.size() && why.substr(why.size() - tail.size()) == tail;
 }
 
 }  // namespace ovf

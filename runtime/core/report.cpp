@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "ring_writer.h"
+#include "snapshot.h"
 
 namespace ovf {
 namespace {
@@ -187,6 +188,26 @@ std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq,
   return {newest_first.rbegin(), newest_first.rend()};
 }
 
+namespace {
+
+// " at model.py:66 in forward" when the event's snapshot has the program's line.
+std::string user_line(uint64_t seq) {
+  const std::string where = user_line_at(seq);
+  return where.empty() ? "" : " at " + where;
+}
+
+}  // namespace
+
+std::string carried_from(uint32_t gradient_of) {
+  if (gradient_of == OVF_NO_ID) {
+    return " from a value no op ovf watched made (made before ovf started, or outside the ops "
+           "it sees)";
+  }
+  return " by the gradient of " + escape_text(interned(gradient_of)) +
+         ": it was made in the backward pass, which ovf did not watch (--backward names the op "
+         "that made it and its forward line)";
+}
+
 std::string describe_first_nonfinite() {
   const ovf_record* first =
       find_record(__atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_ACQUIRE));
@@ -210,8 +231,12 @@ std::string describe_first_nonfinite() {
             ? "ovf: the first non-finite value was produced in the backward pass by " +
                   text(first->name_id) + ", the gradient of " + text(first->aux_id) + " in " +
                   module(first->context_id) + at(first->location_id) + " (batch " + batch + ")\n"
+        : (first->flags & OVF_FLAG_CARRIER)
+            ? "ovf: the first non-finite value was carried into " + text(first->name_id) + " in " +
+                  module(first->context_id) + user_line(first->seq) + " (batch " + batch + ")" +
+                  carried_from(first->aux_id) + "\n"
             : "ovf: the first non-finite value was produced by " + text(first->name_id) + " in " +
-                  module(first->context_id) + " (batch " + batch + ")\n";
+                  module(first->context_id) + user_line(first->seq) + " (batch " + batch + ")\n";
     if (first->diagnosis_id != OVF_NO_ID) line += "ovf: why: " + text(first->diagnosis_id) + "\n";
     return line;
   }
@@ -222,9 +247,15 @@ std::string describe_first_nonfinite() {
   const ovf_record* frame =
       first->kind == OVF_KIND_STEP_PARAM ? find_record(first->frame_seq) : nullptr;
   if (frame != nullptr && frame->kind == OVF_KIND_STEP) {
+    // A gradient that was non-finite already: the backward pass made it.
+    const bool carried = (frame->flags & OVF_FLAG_CARRIER) != 0;
     return "ovf: the first non-finite value was written by optimizer.step (" +
            text(frame->label_id) + ") into " + text(first->label_id) + " (after batch " + batch +
-           ")\n";
+           ")" +
+           (carried ? " from its gradient: it was made in the backward pass (--backward names the "
+                      "op that made it and its forward line)"
+                    : "") +
+           "\n";
   }
   return "";
 }

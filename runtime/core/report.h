@@ -49,6 +49,11 @@ std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq,
 // "\n", or "" when the first non-finite value is a module's.
 std::string describe_first_nonfinite();
 
+// How a carried first non-finite value reached its op: " by the gradient of
+// fc.weight: it was made in the backward pass, which ovf did not watch (...)"
+// for a parameter's gradient (interned path `gradient_of`), else where from.
+std::string carried_from(uint32_t gradient_of);
+
 // One op record (OP_OUTPUT, or a CHECKPOINT as format_record has it) as
 // `ovf frames --ops` prints it (plugin: report.format_op).
 std::string format_op(const ovf_record& r);

@@ -3,9 +3,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
+
+#include "report.h"
+#include "ring_writer.h"
 
 namespace ovf {
 namespace {
@@ -41,6 +45,24 @@ void take_snapshot(uint64_t event_seq) {
   writer(&s);
   __atomic_store_n(&s.complete, 1u, __ATOMIC_RELEASE);
   __atomic_store_n(&ovf_state.snapshot_addr, reinterpret_cast<uint64_t>(&s), __ATOMIC_RELEASE);
+}
+
+std::string user_line_at(uint64_t event_seq) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  const ovf_snapshot& s = snapshot_buffer();
+  if (s.complete != 1 || s.event_seq != event_seq) return "";
+  const uint32_t count = std::min<uint32_t>(s.frame_count, OVF_SNAPSHOT_FRAMES);
+  for (uint32_t i = 0; i < count; ++i) {
+    const ovf_snapshot_frame& f = s.frames[i];
+    if (!(f.flags & OVF_SNAP_USER)) continue;
+    std::string file = f.file_id == OVF_NO_ID ? "?" : std::string(interned(f.file_id));
+    const size_t slash = file.rfind('/');
+    if (slash != std::string::npos) file = file.substr(slash + 1);
+    const std::string function =
+        f.function_id == OVF_NO_ID ? "?" : std::string(interned(f.function_id));
+    return escape_text(file) + ":" + std::to_string(f.line) + " in " + escape_text(function);
+  }
+  return "";
 }
 
 }  // namespace ovf

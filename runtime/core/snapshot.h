@@ -6,6 +6,7 @@
 #define OVF_SNAPSHOT_H
 
 #include <cstdint>
+#include <string>
 
 #include "ovf/ring.h"
 
@@ -19,6 +20,11 @@ void set_snapshot_writer(SnapshotWriter writer);
 // Takes the snapshot of the event whose record is `event_seq` (nothing
 // without a writer). Called by the commit step.
 void take_snapshot(uint64_t event_seq);
+
+// "model.py:66 in forward": the program's own innermost frame when the event
+// whose record is `event_seq` fired, or "" (no snapshot of that event, no
+// frame of the program's). The file as the snapshot holds it (its base name).
+std::string user_line_at(uint64_t event_seq);
 
 }  // namespace ovf
 

@@ -5,6 +5,8 @@
 #include <pybind11/pybind11.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <string>
 #include <unordered_map>
@@ -50,12 +52,49 @@ std::string utf8(PyObject* text) {
   return std::string(data, size);
 }
 
+// The repr of an exact bool, int, float or short str, computed here without
+// calling the object (a subclass could run code: shown by its type only); "" else.
+std::string plain_value_text(PyObject* value) {
+  constexpr Py_ssize_t kLongestString = 64;
+  if (PyBool_Check(value)) return value == Py_True ? "True" : "False";
+  if (PyLong_CheckExact(value)) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow != 0 || (v == -1 && PyErr_Occurred())) {
+      PyErr_Clear();
+      return "";  // a big int: its digits are not worth a decimal conversion here
+    }
+    return std::to_string(v);
+  }
+  if (PyFloat_CheckExact(value)) {
+    char* repr =
+        PyOS_double_to_string(PyFloat_AS_DOUBLE(value), 'r', 0, Py_DTSF_ADD_DOT_0, nullptr);
+    if (repr == nullptr) {
+      PyErr_Clear();
+      return "";
+    }
+    std::string out(repr);
+    PyMem_Free(repr);
+    return out;
+  }
+  if (PyUnicode_CheckExact(value) && PyUnicode_GET_LENGTH(value) <= kLongestString) {
+    return "'" + utf8(value) + "'";
+  }
+  return "";
+}
+
 void add_local(ovf_snapshot* s, PyObject* name, PyObject* value) {
   ovf_snapshot_local& l = s->locals[s->local_count++];
   std::memset(&l, 0, sizeof l);
   l.name_id = intern(utf8(name));
   l.type_id = intern(Py_TYPE(value)->tp_name);
   l.device_index = -1;
+  const std::string text = plain_value_text(value);
+  if (!text.empty()) {
+    l.flags = OVF_SNAP_VALUE;
+    l.value_id = intern(text);
+    return;
+  }
   if (!THPVariable_Check(value)) return;
   const at::Tensor& t = THPVariable_Unpack(value);
   l.flags = OVF_SNAP_TENSOR;
@@ -103,6 +142,15 @@ void add_locals(ovf_snapshot* s, PyFrameObject* frame) {
   Py_DECREF(items);
 }
 
+// A relative code path joined to the working directory ("<stdin>", "<string>"
+// and absolute paths as they are).
+std::string absolute_path(const std::string& file) {
+  if (file.empty() || file[0] == '/' || file[0] == '<') return file;
+  char cwd[4096];
+  if (getcwd(cwd, sizeof cwd) == nullptr) return file;
+  return std::string(cwd) + "/" + (file.rfind("./", 0) == 0 ? file.substr(2) : file);
+}
+
 void write_snapshot(ovf_snapshot* s) {
   if (!Py_IsInitialized()) return;
   // A thread with no Python (an autograd worker) has no stack to show.
@@ -116,7 +164,8 @@ void write_snapshot(ovf_snapshot* s) {
       PyCodeObject* code = PyFrame_GetCode(frame);
       const std::string file = utf8(code->co_filename);
       ovf_snapshot_frame& f = s->frames[s->frame_count++];
-      f.file_id = intern(file);
+      // Absolute: a core is read from elsewhere (`python3 train.py` names it train.py).
+      f.file_id = intern(absolute_path(file));
       f.function_id = intern(utf8(code->co_name));
       f.line = PyFrame_GetLineNumber(frame);
       f.flags = 0;

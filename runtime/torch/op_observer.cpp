@@ -13,6 +13,7 @@
 #include "op_observer.h"
 
 #include <ATen/record_function.h>
+#include <torch/csrc/autograd/graph_task.h>
 
 #include <algorithm>
 #include <array>
@@ -42,7 +43,12 @@ namespace {
 
 struct HeldRecord {
   ovf_record record;
-  const void* storage;
+  // Weak: it keeps the StorageImpl's address from going to a new tensor (whose
+  // op would otherwise seem to return this value) without keeping its memory.
+  c10::weak_intrusive_ptr<c10::StorageImpl> storage;
+  // The why of the innermost op that produced the value, when it says more than
+  // "from finite inputs": an enclosing op that returns the value tells it.
+  uint32_t inner_why = OVF_NO_ID;
 };
 
 // An output a nested op scanned: a composite op (op_facts.h) returns what an op
@@ -63,12 +69,13 @@ struct ScannedOutput {
 struct PendingOp {
   at::RecordFunctionHandle handle = 0;
   const OpFacts* facts = nullptr;
-  uint32_t context = OVF_NO_ID;    // the module the op runs in
-  bool carried_in = false;         // an input held a NaN/Inf nobody meant (not deliberate)
-  bool constant = false;           // a NaN/Inf argument was deliberate (constant_origins.h)
-  bool deliberate_nan = false;     // ... and one of those held a NaN
-  bool only_constants = false;     // every value it read was made from constants alone
-  std::vector<at::Tensor> inputs;  // inputs it only reads: judged at the end if needed
+  uint32_t context = OVF_NO_ID;           // the module the op runs in
+  bool carried_in = false;                // an input held a NaN/Inf nobody meant (not deliberate)
+  bool constant = false;                  // a NaN/Inf argument was deliberate (constant_origins.h)
+  bool deliberate_nan = false;            // ... and one of those held a NaN
+  bool only_constants = false;            // every value it read was made from constants alone
+  uint32_t carried_gradient = OVF_NO_ID;  // the parameter whose .grad carried the first NaN in
+  std::vector<at::Tensor> inputs;         // inputs it only reads: judged at the end if needed
   // Its tensor arguments in order: an index into `inputs`, or -1 for one judged
   // at the start (written in place) or not at all (overwritten whole).
   std::vector<int32_t> operands;
@@ -161,12 +168,23 @@ void for_each_tensor(const c10::IValue& value, Fn&& fn) {
   }
 }
 
-bool in_backward() { return !t_backward.empty(); }
+// Inside a backward node, or between nodes of a backward pass: the engine's own
+// ops (InputBuffer's sum of two gradients of one tensor) run outside every node.
+bool in_backward() {
+  return !t_backward.empty() || torch::autograd::get_current_graph_task_id() != -1;
+}
 
 void judge_input(PendingOp& op, const at::Tensor& t) {
   if (!tensor_nonfinite(t)) return;
   if (!has_constant_origin(t)) {
     op.carried_in = true;
+    // The first value that reaches an op from where ovf did not look: a
+    // parameter's gradient (the backward pass, unwatched without --backward)
+    // is named on the record.
+    if (op.carried_gradient == OVF_NO_ID &&
+        __atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_ACQUIRE) == OVF_NO_SEQ) {
+      op.carried_gradient = gradient_owner(t);
+    }
     return;
   }
   op.constant = true;
@@ -227,6 +245,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   op.facts = &op_facts(fn);
   op.context = context;
   op.carried_in = false;
+  op.carried_gradient = OVF_NO_ID;
   op.constant = false;
   op.deliberate_nan = false;
   // Judged input by input below: a factory is constant whatever it is given;
@@ -297,10 +316,20 @@ uint32_t role_of(const PendingOp& op, const Stats& s) {
   return OVF_FLAG_PRODUCER;
 }
 
+// Whether `t` is every byte of its storage (a view of part of it is not).
+bool covers_its_storage(const at::Tensor& t) {
+  if (!t.has_storage()) return false;
+  return t.storage_offset() == 0 &&
+         static_cast<size_t>(t.numel()) * t.element_size() == t.storage().nbytes();
+}
+
 // Notes what the op left in `out`'s storage: a later op that reads it learns
 // whether its NaN/Inf is deliberate. In-place writes of data forget a mask.
 void note_output(const PendingOp& op, const at::Tensor& out, uint32_t role) {
-  if (op.only_constants) {
+  // x[0] = 0.0 writes a constant into part of x: the rest is still data.
+  const bool part_of_data = op.only_constants && op.facts->in_place && !covers_its_storage(out) &&
+                            origin_of(out) != Origin::kOnlyConstants;
+  if (op.only_constants && !part_of_data) {
     note_origin(out, Origin::kOnlyConstants);
   } else if (role == OVF_FLAG_CONSTANT) {
     note_origin(out, Origin::kDeliberate);
@@ -316,15 +345,27 @@ void commit(ovf_record& r) {
     handler(r, events);
 }
 
-// Drops the held records of `op` that `out` returns; whether there were any.
-bool supersede_held(PendingOp& op, const at::Tensor& out) {
-  if (op.held.empty() || !out.has_storage()) return false;
+// A held record's why worth telling from an op that encloses it, or OVF_NO_ID.
+uint32_t telling_why(const HeldRecord& h) {
+  if (h.inner_why != OVF_NO_ID) return h.inner_why;
+  const ovf_record& r = h.record;
+  if (!(r.flags & OVF_FLAG_PRODUCER) || r.diagnosis_id == OVF_NO_ID) return OVF_NO_ID;
+  return is_generic(interned(r.diagnosis_id)) ? uint32_t{OVF_NO_ID} : r.diagnosis_id;
+}
+
+// Drops the held records of `op` that `out` returns (the value is the enclosing
+// op's event); the innermost producer's why among them, or OVF_NO_ID.
+uint32_t supersede_held(PendingOp& op, const at::Tensor& out) {
+  if (op.held.empty() || !out.has_storage()) return OVF_NO_ID;
   const void* storage = out.storage().unsafeGetStorageImpl();
-  const auto end = std::remove_if(op.held.begin(), op.held.end(),
-                                  [&](const HeldRecord& h) { return h.storage == storage; });
-  const bool any = end != op.held.end();
+  uint32_t why = OVF_NO_ID;
+  const auto end = std::remove_if(op.held.begin(), op.held.end(), [&](const HeldRecord& h) {
+    if (h.storage._unsafe_get_target() != storage) return false;
+    if (why == OVF_NO_ID) why = telling_why(h);
+    return true;
+  });
   op.held.erase(end, op.held.end());
-  return any;
+  return why;
 }
 
 // Why the op made a NaN/Inf from finite inputs (diagnosis.h), interned; the
@@ -390,9 +431,10 @@ Stats output_stats(const PendingOp& op, const at::Tensor& out, const TensorView&
 // `parent`: the op this one runs inside, or nullptr.
 void record_outputs(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent) {
   const bool backward = in_backward();
-  const BackwardNode* node = backward ? &t_backward.back() : nullptr;
+  const BackwardNode* node = t_backward.empty() ? nullptr : &t_backward.back();
   // Reused: an op's outputs are collected on every call.
   static thread_local std::vector<at::Tensor> outputs;
+  std::vector<HeldRecord> own;  // this op's non-finite records (rare: no allocation else)
   outputs.clear();
   if (!op.facts->writes_no_values) {
     for (const c10::IValue& value : fn.outputs()) {
@@ -404,7 +446,7 @@ void record_outputs(const at::RecordFunction& fn, PendingOp& op, PendingOp* pare
     const at::Tensor& out = outputs[i];
     // A view of an input produces no values of its own (in-place ops do).
     if (!op.facts->in_place && aliases_an_input(out, op)) continue;
-    supersede_held(op, out);
+    const uint32_t inner_why = supersede_held(op, out);
     TensorView view;
     if (!stats_view(out, &view)) continue;
     // Zeros need no read (optimizer.zero_grad() zeroes every gradient each step).
@@ -419,30 +461,47 @@ void record_outputs(const at::RecordFunction& fn, PendingOp& op, PendingOp* pare
       role = role_of(op, s);
     }
     note_output(op, out, role);
-    const uint32_t diagnosis =
+    uint32_t diagnosis =
         role == OVF_FLAG_PRODUCER ? diagnose_producer(op, s, view.dtype) : uint32_t{OVF_NO_ID};
+    // A composite op (cross_entropy_loss) that returns what an op inside it made
+    // is told by that op's why (nll_loss2d_forward's 0/0), unless its own says more.
+    if (role == OVF_FLAG_PRODUCER && inner_why != OVF_NO_ID &&
+        (diagnosis == OVF_NO_ID || is_generic(interned(diagnosis)))) {
+      diagnosis = inner_why;
+    }
     ovf_record r = make_line(OVF_KIND_OP_OUTPUT, output_label_id(i, outputs.size()), s, view.dtype,
                              device_id_of(out), role | (backward ? OVF_FLAG_BACKWARD : 0));
     r.name_id = op.facts->name_id;
     r.context_id = node != nullptr ? node->module_id : op.context;
-    r.aux_id = node != nullptr ? node->forward_op_id : OVF_NO_ID;
+    r.aux_id = node != nullptr ? node->forward_op_id
+                               : (role == OVF_FLAG_CARRIER ? op.carried_gradient : OVF_NO_ID);
     r.diagnosis_id = diagnosis;
     r.location_id = node != nullptr ? node->location_id : OVF_NO_ID;
     // Only non-finite values wait: an inner op may write an intermediate value
     // that the outer one changes in place (addmm after its copy_ of the bias).
-    if (s.nonfinite() && parent != nullptr && out.has_storage()) {
-      parent->held.push_back({r, out.storage().unsafeGetStorageImpl()});
-    } else {
+    if (!s.nonfinite()) {
       commit(r);
+    } else {
+      // Held by the enclosing op, which may return it; committed here after
+      // what the nested ops made otherwise.
+      own.push_back(
+          {r,
+           parent != nullptr && out.has_storage()
+               ? out.storage().getWeakStorageImpl()
+               : c10::weak_intrusive_ptr<c10::StorageImpl>(c10::intrusive_ptr<c10::StorageImpl>()),
+           inner_why});
     }
   }
   outputs.clear();  // drop the references now
-  // What nested ops made and this op did not return stays theirs.
-  for (HeldRecord& h : op.held) {
-    if (parent != nullptr) {
-      parent->held.push_back(h);
-    } else {
-      commit(h.record);
+  // What nested ops made and this op did not return stays theirs, and ran first
+  // (rnn_relu's addmm that overflowed): committed before this op's outputs.
+  for (std::vector<HeldRecord>* records : {&op.held, &own}) {
+    for (HeldRecord& h : *records) {
+      if (parent != nullptr && h.storage._unsafe_get_target() != nullptr) {
+        parent->held.push_back(h);
+      } else {
+        commit(h.record);
+      }
     }
   }
   op.held.clear();

@@ -88,4 +88,17 @@ bool module_within(uint32_t inner, uint32_t outer) {
   return i.size() > o.size() && i.compare(0, o.size(), o) == 0 && i[o.size()] == '.';
 }
 
+uint32_t gradient_owner(const at::Tensor& t) {
+  if (!t.defined() || !t.has_storage()) return OVF_NO_ID;
+  const void* storage = t.storage().unsafeGetStorageImpl();
+  Registry& r = registry();
+  std::shared_lock<std::shared_mutex> lock(r.mutex);
+  for (const at::Tensor& param : r.keep) {
+    const at::Tensor& grad = param.grad();
+    if (grad.defined() && grad.has_storage() && grad.storage().unsafeGetStorageImpl() == storage)
+      return r.by_impl.at(param.unsafeGetTensorImpl()).path_id;
+  }
+  return OVF_NO_ID;
+}
+
 }  // namespace ovf

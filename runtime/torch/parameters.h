@@ -33,6 +33,10 @@ uint32_t parameter_module(const at::Tensor& tensor);
 // The path of a registered parameter (the tensor itself), or OVF_NO_ID.
 uint32_t parameter_path(const at::Tensor& tensor);
 
+// The path of the registered parameter whose .grad is `tensor` (or shares its
+// storage), or OVF_NO_ID. Walks every parameter: for an event, not for every op.
+uint32_t gradient_owner(const at::Tensor& tensor);
+
 // Whether module path `inner` is `outer` or lies inside it ("enc.fc" in "enc";
 // every path in the root ""; anything in OVF_NO_ID).
 bool module_within(uint32_t inner, uint32_t outer);

@@ -56,4 +56,18 @@ TEST(Diagnosis, OtherwiseWhatWasMade) {
   EXPECT_EQ(ovf::diagnose("aten::log", operand(4), {operand(4)}), "");  // finite: nothing to say
 }
 
+TEST(Diagnosis, NllLossOfNoTargetIsZeroOverZero) {
+  // cross_entropy(ignore_index=255) of a crop whose every pixel is 255
+  EXPECT_EQ(
+      ovf::diagnose("aten::nll_loss2d_forward", operand(1, 0, 0, 1), {operand(128), operand(64)}),
+      "aten::nll_loss2d_forward: the targets' total weight is 0 (every target is "
+      "ignore_index or weighs 0): 0/0 in the mean (nan)");
+}
+
+TEST(Diagnosis, GenericWhysAreToldApart) {
+  EXPECT_TRUE(ovf::is_generic("aten::cross_entropy_loss made 1 nan from finite inputs"));
+  EXPECT_FALSE(ovf::is_generic("aten::log of 1 zero (-inf)"));
+  EXPECT_FALSE(ovf::is_generic(""));
+}
+
 }  // namespace

@@ -19,9 +19,7 @@ STATUS = "device statistics: {} mode; backends used: portable (ATen ops on the d
 def _stop(debugger, mode):
     # The debugger's session takes the mode from OVF_DEVICE_MODE (the script's own
     # DebugUnderflowOverflow joins it, as any second activation does).
-    env = clean_env(
-        PYTHONPATH=PACKAGE_PARENT, OVF_TEST_DEFER="3", OVF_DEVICE_MODE=mode
-    )
+    env = clean_env(PYTHONPATH=PACKAGE_PARENT, OVF_TEST_DEFER="3", OVF_DEVICE_MODE=mode)
     return debugger.run(
         ["ovf break-on-nan", "run", "ovf status", debugger.cut(), "kill"],
         program=[PYTHON, SCRIPT, mode, "2", "5", "raise"],

@@ -94,8 +94,7 @@ def test_wait_mode_stops_only_that_rank_and_its_attach_command_works(tmp_path):
         host = socket.gethostname()
         assert (
             f"ovf: rank 1 of 2 (process {ranks[1]} on {host}) is waiting for a debugger. "
-            f"Attach on {host} with one of:"
-            in waiting
+            f"Attach on {host} with one of:" in waiting
         )
         command = commands[0][0]
         # Rank 0 does not wait for a debugger: it waits in the all_reduce of batch 2, for rank 1.

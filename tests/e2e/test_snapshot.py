@@ -34,9 +34,10 @@ def check_stack_and_locals(out):
         f'ovf: locals of gpt_log_loss ("{SCRIPT}", line {line}):',
         "abs min  abs max  metadata",
     ]
-    # in the frame's order; the tensor log() was given holds only zeros (the softmax underflowed)
+    # in the frame's order; the tensor log() was given holds only zeros (the softmax
+    # underflowed); a number shows its value
     wanted = [
-        "                  batch: int",
+        "                  batch: int = 1",
         "0.00e+00 1.00e+00 probs: Tensor float32[4, 8, 32] cpu",
         "0.00e+00 0.00e+00 picked: Tensor float32[4, 8, 1] cpu",
     ]
@@ -65,6 +66,24 @@ def test_py_bt_and_py_locals_at_an_op_stop_live_and_from_a_core(debugger, tmp_pa
         ["ovf py-bt", debugger.cut(), "ovf py-locals probs picked batch", debugger.cut()], core=core
     )
     check_stack_and_locals(out)
+
+
+def test_a_script_started_by_a_relative_path_is_named_absolute_in_a_core(debugger, tmp_path):
+    """`python3 tests/.../real_models.py` names its code by a relative path: the snapshot
+    keeps the absolute one, so a core read from another directory shows the source line."""
+    core = tmp_path / "core.relative"
+    relative = os.path.relpath(SCRIPT, TOP)
+    debugger.run(
+        ["ovf break-on-nan --ops", "run", debugger.gcore(core), "kill"],
+        program=[PYTHON, relative, "gpt_log_loss"],
+        cwd=TOP,
+    )
+    out = debugger.run(["ovf py-bt", debugger.cut()], core=core, cwd=tmp_path)
+    stack = between(out, "Traceback (most recent call first):")
+    frames = re.findall(r'^  File "(.*)", line (\d+), in (\S+)', stack, re.M)
+    assert frames[0] == (SCRIPT, str(born_line()), "gpt_log_loss"), stack
+    source = open(SCRIPT).read().splitlines()[born_line() - 1].strip()
+    assert source in stack, stack
 
 
 def test_postmortem_shows_the_snapshot(debugger, tmp_path):

@@ -48,7 +48,6 @@ def run(body):
     )
 
 
-
 def test_no_graph_break_and_the_eager_names():
     p = run(
         """
@@ -87,8 +86,8 @@ def test_the_compiled_run_stops_at_the_same_module_as_the_eager_one():
     for p in (eager, compiled):
         assert p.returncode == 1 and "ovf.NonFiniteError: DebugUnderflowOverflow" in p.stderr
         assert "Detected inf/nan during batch_number=1" in p.stdout, p.stdout
-    report = eager.stdout[eager.stdout.index("Detected inf/nan"):]
-    again = compiled.stdout[compiled.stdout.index("Detected inf/nan"):]
+    report = eager.stdout[eager.stdout.index("Detected inf/nan") :]
+    again = compiled.stdout[compiled.stdout.index("Detected inf/nan") :]
     # the same frames (Inductor's fused arithmetic may differ in the last bits of a value,
     # so the frames' modules are compared): the first non-finite output is 0.fc's
     modules = [line for line in report.splitlines() if line.startswith(" " * 18)]

@@ -125,9 +125,9 @@ def test_abort_reports_then_aborts():
         rf"    {re.escape(REPO)}/lldb/ovf-lldb -c \S+ {re.escape(TRAIN)} -o 'ovf frames'",
         commands[1],
     ), commands
-    assert commands[2].startswith(
-        f"    PYTHONPATH={PACKAGE_PARENT} {PYTHON} -m ovf.postmortem "
-    ), commands
+    assert commands[2].startswith(f"    PYTHONPATH={PACKAGE_PARENT} {PYTHON} -m ovf.postmortem "), (
+        commands
+    )
 
 
 def test_filters_from_the_environment():

@@ -23,8 +23,9 @@ def _bit_patterns(dtype, n, generator):
     if dtype == torch.bool:
         return torch.randint(0, 2, (n,), generator=generator).bool()
     if dtype.is_complex:
-        real = _bit_patterns(torch.float32 if dtype == torch.complex64 else torch.float64, 2 * n,
-                             generator)
+        real = _bit_patterns(
+            torch.float32 if dtype == torch.complex64 else torch.float64, 2 * n, generator
+        )
         return torch.view_as_complex(real.view(n, 2).contiguous())
     if dtype.is_floating_point:
         width = torch.finfo(dtype).bits
@@ -39,14 +40,22 @@ def _bit_patterns(dtype, n, generator):
                 pass
         return x
     info = torch.iinfo(dtype)
-    return torch.randint(info.min, info.max, (n,), generator=generator, dtype=torch.int64).to(
-        dtype
-    )
+    return torch.randint(info.min, info.max, (n,), generator=generator, dtype=torch.int64).to(dtype)
 
 
 DTYPES = [
-    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64,
-    torch.complex128, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
+    torch.float64,
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+    torch.complex64,
+    torch.complex128,
+    torch.int64,
+    torch.int32,
+    torch.int16,
+    torch.int8,
+    torch.uint8,
+    torch.bool,
 ] + [getattr(torch, name) for name in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, name)]
 
 
@@ -168,14 +177,20 @@ def test_the_command_line_and_environment_name_a_bad_device_mode():
     env.update(PYTHONPATH=PACKAGE_PARENT, OVF_DEVICE_MODE="sometimes")
     p = subprocess.run(
         [PYTHON, "-m", "ovf", SCRIPT, "fast", "-1", "1", "raise"],
-        capture_output=True, text=True, timeout=120, env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     assert p.returncode != 0
     assert "ovf: OVF_DEVICE_MODE must be fast or exact; got 'sometimes'" in p.stderr
     env.pop("OVF_DEVICE_MODE")
     p = subprocess.run(
         [PYTHON, "-m", "ovf", "--device-mode", "sometimes", SCRIPT],
-        capture_output=True, text=True, timeout=120, env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     assert p.returncode == 2 and "--device-mode: invalid choice: 'sometimes'" in p.stderr
 
@@ -189,7 +204,10 @@ def test_op_level_mode_gives_the_same_verdict_through_the_device_engine():
         script = os.path.join(REPO, "examples", "log_negative.py")
         p = subprocess.run(
             [PYTHON, "-m", "ovf", "--ops", script],
-            capture_output=True, text=True, timeout=300, env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
         )
         assert p.returncode == 1, p.stderr[-2000:]
         return p.stdout

@@ -42,7 +42,10 @@ def test_the_self_check_rejects_a_cuda_backend_that_disagrees():
     env = {k: v for k, v in os.environ.items() if not k.startswith("OVF_")}
     env.update(PYTHONPATH=PACKAGE_PARENT, OVF_TEST_CUDA_DISAGREE="1")
     p = subprocess.run(
-        [PYTHON, "-c", SELF_CHECK], capture_output=True, text=True, timeout=300,
+        [PYTHON, "-c", SELF_CHECK],
+        capture_output=True,
+        text=True,
+        timeout=300,
         env=env,
     )
     assert p.returncode == 0, p.stderr

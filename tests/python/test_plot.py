@@ -405,3 +405,37 @@ def test_a_picture_survives_json(tmp_path):
     b = plot.render(again, str(tmp_path / "b.png"))
     assert a == b
     assert math.isclose(a["values"][0][0], 1.0)
+
+
+MIDWAY = r"""
+import json, sys, torch, ovf
+
+class Head(torch.nn.Module):
+    def forward(self, x):
+        y = torch.log(torch.relu(x) - torch.relu(x))  # zeros: -inf
+        # a debugger stopped at that op sees this: the module's frame is not written
+        DRAWN.update(debug.plot(PATH))
+        return y
+
+model = torch.nn.Sequential(torch.nn.Linear(4, 4), Head())
+debug = ovf.DebugUnderflowOverflow(model, on_nan="warn", ops=True)
+DRAWN = {}
+model(torch.randn(2, 4))
+print(json.dumps(DRAWN))
+"""
+
+
+def test_a_plot_while_the_op_s_module_runs_marks_its_value(tmp_path):
+    path = str(tmp_path / "midway.png")
+    out = subprocess.run(
+        [PYTHON, "-c", f"PATH = {path!r}\n" + MIDWAY],
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    drawn = json.loads(out.stdout.splitlines()[-1])
+    assert drawn["rows"] == ["0 (Linear)", "1"], drawn
+    assert drawn["columns"][-1] == "after the newest frame", drawn
+    assert drawn["nonfinite"][1][-1] is True and sum(map(sum, drawn["nonfinite"])) == 1, drawn

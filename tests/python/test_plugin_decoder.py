@@ -56,7 +56,6 @@ class ImageTarget(Target):
         return [(a, a + len(d), "") for a, d in sorted(self.segments.items())]
 
 
-
 class NoDebuggerControl(Control):
     """A debugger's control that keeps what it is told: the breakpoint as a
     (function, callback) pair, and no environment."""
@@ -260,8 +259,7 @@ def test_every_known_layout_version_reads_the_same():
 def test_listing_is_the_reference_format():
     out = listing(ImageTarget(two_batches().image()), ["3"])
     assert (
-        out
-        == "Last 3 forward frames:\n"
+        out == "Last 3 forward frames:\n"
         "abs min  abs max  metadata\n"
         "                   Net\n"
         "1.00e+00 3.00e+00 input[0]\n"
@@ -441,8 +439,7 @@ def test_overwritten_record_is_reported_not_printed():
 def test_filters_keep_batch_markers():
     out = listing(ImageTarget(two_batches().image()), ["--module", "fc"])
     assert (
-        out
-        == "Last 2 forward frames:\nabs min  abs max  metadata\n"
+        out == "Last 2 forward frames:\nabs min  abs max  metadata\n"
         "\n\n                  *** Starting batch number=0 ***\nabs min  abs max  metadata\n"
         "                  fc Linear\n5.00e-01 2.00e+00 weight\n1.00e+00 3.00e+00 input[0]\n"
         "2.50e-01 6.00e+00 output\n"

@@ -210,9 +210,9 @@ def test_every_enum_value_of_the_header_is_the_readers(enum_values):
             continue
         c_prefix, module, py_prefix = next(p for p in PYTHON_NAME if name.startswith(p[0]))
         python = py_prefix + name.removeprefix(c_prefix) if c_prefix.endswith("_") else py_prefix
-        assert (
-            getattr(module, python) == value
-        ), f"{name} = {value} in ring.h, {module.__name__}.{python}"
+        assert getattr(module, python) == value, (
+            f"{name} = {value} in ring.h, {module.__name__}.{python}"
+        )
     dtypes = [v for n, v in enum_values.items() if n.startswith("OVF_DTYPE_")]
     assert len(layout.DTYPE_NAMES) == max(dtypes) + 1
 
@@ -269,6 +269,7 @@ def test_the_layout_document_agrees_with_the_header(compiled):
         documented = {k: v for k, v in doc[part].items() if k not in ("reserved", "control")}
         assert documented == fields, part
     assert doc["header"]["control"][0] == compiled["sizes"]["control_offset"]
-    assert f"# The frame ring: layout version {compiled['constants']['version']}" in open(
-        os.path.join(TOP, "docs", "ring-layout.md")
-    ).read()
+    assert (
+        f"# The frame ring: layout version {compiled['constants']['version']}"
+        in open(os.path.join(TOP, "docs", "ring-layout.md")).read()
+    )

@@ -220,8 +220,9 @@ def test_bad_files_are_one_line_and_exit_status_2(tmp_path, two_ranks, plain_cor
     (tmp_path / "adir").mkdir()
     fifo = tmp_path / "fifo"  # opening it would block for ever
     os.mkfifo(fifo)
-    cut_4k, cut_ring = _cut(core, tmp_path / "cut-4k", 4096), _cut(
-        core, tmp_path / "cut-ring", state
+    cut_4k, cut_ring = (
+        _cut(core, tmp_path / "cut-4k", 4096),
+        _cut(core, tmp_path / "cut-ring", state),
     )
     P = re.escape
     cases = {  # file: what stderr says, a regular expression
@@ -235,8 +236,7 @@ def test_bad_files_are_one_line_and_exit_status_2(tmp_path, two_ranks, plain_cor
             r" ovf_state at "
             r"0x[0-9a-f]+: 0x[0-9a-f]+ lies past the end of the file"
         ),
-        tmp_path
-        / "adir": (
+        tmp_path / "adir": (
             rf"ovf: {P(str(tmp_path / 'adir'))} is not a core file \(not a regular file: a"
             r" directory\)"
         ),
@@ -313,9 +313,9 @@ def test_crafted_cores_cost_neither_memory_nor_time(tmp_path):
     )
     assert "MemoryError" not in out.stderr and "Traceback" not in out.stderr, out.stderr
     assert out.returncode == 0 and "process 4242 (not distributed, cpu), batch 0" in out.stdout, out
-    assert (
-        "                  <bad name id 1> <bad name id 2>\n" in out.stdout
-    ), out.stdout  # each name bounded
+    assert "                  <bad name id 1> <bad name id 2>\n" in out.stdout, (
+        out.stdout
+    )  # each name bounded
 
     scan = tmp_path / "scan"
     crafted_cores.endless_scan(scan)

@@ -20,9 +20,7 @@ print(hex(magic), version, header, record, capacity, pid, rank, local_rank, worl
 def probe(**env):
     full = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
     full.update(env, PYTHONPATH=PACKAGE_PARENT)
-    p = subprocess.run(
-        [PYTHON, "-c", PROBE], capture_output=True, text=True, env=full, timeout=60
-    )
+    p = subprocess.run([PYTHON, "-c", PROBE], capture_output=True, text=True, env=full, timeout=60)
     assert p.returncode == 0, p.stderr
     return p.stdout.split()
 

@@ -134,7 +134,9 @@ typedef struct ovf_record {
   uint64_t subnormal_count;  // 112 finite non-zero |x| below the dtype's smallest normal
   uint32_t
       context_id;   // 120 OP_OUTPUT, GRAD: innermost module path running the op (OVF_NO_ID: none)
-  uint32_t aux_id;  // 124 backward OP_OUTPUT: the forward op whose gradient this is
+  uint32_t aux_id;  // 124 backward OP_OUTPUT: the forward op whose gradient this is;
+                    //     a forward one that carried the first NaN/Inf in: the
+                    //     parameter whose .grad held it (made in an unwatched backward)
   uint32_t headroom_dtype;  // 128 lines: enum ovf_dtype headroom is measured against (0: none)
   uint32_t
       headroom_underflow;  // 132 lines: finite non-zero |x| below its smallest normal (saturating)
@@ -231,6 +233,7 @@ enum ovf_snapshot_local_flags {
   OVF_SNAP_TENSOR = 1u << 0,           // a torch.Tensor: dtype, device, shape and stats are set
   OVF_SNAP_HAS_STATS = 1u << 1,        // its memory was read (a CPU tensor of a known dtype)
   OVF_SNAP_SHAPE_TRUNCATED = 1u << 2,  // more than OVF_SNAPSHOT_DIMS dimensions
+  OVF_SNAP_VALUE = 1u << 3,            // an int, float, bool or short str: value_id holds its text
 };
 
 typedef struct ovf_snapshot_frame {
@@ -248,14 +251,17 @@ typedef struct ovf_snapshot_local {
   uint8_t device_type;  // 13  as in ovf_record
   int8_t device_index;  // 14
   uint8_t ndim;         // 15
-  int64_t shape[OVF_SNAPSHOT_DIMS];  // 16
-  uint64_t numel;                    // 80
-  uint64_t nan_count;                // 88
-  uint64_t pos_inf_count;            // 96
-  uint64_t neg_inf_count;            // 104
-  uint64_t zero_count;               // 112
-  double abs_min;                    // 120 over finite values, as in ovf_record
-  double abs_max;                    // 128
+  union {
+    int64_t shape[OVF_SNAPSHOT_DIMS];  // 16  a tensor's
+    uint64_t value_id;                 // 16  OVF_SNAP_VALUE: the value's text, interned
+  };
+  uint64_t numel;          // 80
+  uint64_t nan_count;      // 88
+  uint64_t pos_inf_count;  // 96
+  uint64_t neg_inf_count;  // 104
+  uint64_t zero_count;     // 112
+  double abs_min;          // 120 over finite values, as in ovf_record
+  double abs_max;          // 128
 } ovf_snapshot_local;
 
 typedef struct ovf_snapshot {

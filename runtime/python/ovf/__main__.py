@@ -20,6 +20,7 @@ OPTION_OF = {
     "OVF_WAIT_TIMEOUT": "--wait-timeout",
     "OVF_DEVICE_MODE": "--device-mode",
     "OVF_STOP": "--stop",
+    "OVF_IF": "--if",
 }
 # What --stop may name: the kinds of value that stop the run.
 STOP_KINDS = ("nan", "inf")
@@ -65,6 +66,17 @@ def _parser():
     )
     p.add_argument(
         "--after-batch", type=int, default=0, metavar="N", help="ignore batches before N"
+    )
+    p.add_argument(
+        "--if",
+        dest="condition",
+        default=None,
+        metavar="EXPR",
+        help=(
+            "stop only where EXPR holds for a line that fired, as the debuggers' "
+            "`ovf break-on-nan --if` (names: absmax, absmin, nan, inf, numel, module, cls, "
+            "batch, kind, label, dtype, event, op, producer)"
+        ),
     )
     p.add_argument(
         "--ring-capacity", type=int, default=None, metavar="N", help="records kept (65536)"
@@ -142,6 +154,15 @@ def main(argv=None):
         env["OVF_WAIT_TIMEOUT"] = repr(args.wait_timeout)
     if args.device_mode is not None:
         env["OVF_DEVICE_MODE"] = args.device_mode
+    if args.condition is not None:
+        from . import _condition
+
+        try:
+            _condition.parse(args.condition)
+        except _options.OptionError as e:
+            print(str(e).removesuffix(" (--if)"), file=sys.stderr)
+            return 2
+        env["OVF_IF"] = args.condition
     kinds = [k.strip() for k in args.stop.split(",") if k.strip()]
     if not kinds or any(k not in STOP_KINDS for k in kinds):
         print(

@@ -154,8 +154,13 @@ def from_environment(environ=None):
         "ring_capacity": None,
         "wait_timeout": 0.0,
         "device_mode": env.get("OVF_DEVICE_MODE", "") or "fast",
+        "condition": env.get("OVF_IF", "").strip() or None,
     }
     on_event_code(opts["on_nan"], "OVF_ON_NAN")
+    if opts["condition"] is not None:
+        from . import _condition
+
+        _condition.parse(opts["condition"], "OVF_IF")
     device_mode_code(opts["device_mode"], "OVF_DEVICE_MODE")
     max_frames(opts["max_frames_to_save"], "OVF_MAX_FRAMES")
     trace = env.get("OVF_TRACE_BATCHES", "").strip()
