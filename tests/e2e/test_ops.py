@@ -155,7 +155,10 @@ def test_optimizer_step_that_writes_nan_stops_at_the_step(debugger):
         (
             "log",
             "--ops",
-            "ovf: the first non-finite value was produced by aten::log in body (batch 1)",
+            (
+                "ovf: the first non-finite value was produced by aten::log in body at"
+                " op_cases.py:21 in forward (batch 1)"
+            ),
         ),
         (
             "sqrt",
