@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Style checks run by the test command: clang-format (.clang-format) on the C++
-# and CUDA sources, ruff (ruff.toml) on the Python. Where a checker is missing or
+# and CUDA sources, ruff (ruff.toml) on the Python, bash -n on the shell scripts. Where a checker is missing or
 # of another version than the one the tree is formatted with, it says so and
 # checks what it can instead: Python lines of at most 100 columns.
 set -euo pipefail
@@ -45,4 +45,10 @@ else
     echo "lint: neither ruff nor pyflakes is here: Python checked for line length only"
   fi
 fi
+
+# Shell scripts parse (a stray paste once broke the trixie leg after 40 minutes of CI).
+mapfile -t sh < <(git ls-files '*.sh' .ci/run)
+for script in "${sh[@]}"; do
+  bash -n "$script" || { echo "lint: $script does not parse (bash -n)"; status=1; }
+done
 exit $status
