@@ -72,28 +72,34 @@ def test_abort_after_armed_before_run_stops_at_the_end_of_that_batch(debugger):
     assert "ovf: armed: trace batches 1; stop after batch 1 (abort-after)\n" in out
     assert debugger.hits(out) == 1  # the traced frames did not stop
     # Up to the stop the inferior printed what the reference prints before raising: step 0's
-    # loss, then every frame of batch 1 (the last one the root module's). The stop begins with
-    # gdb's "hit Breakpoint" line, or with ovf's summary under LLDB (which prints its own
-    # report after).
+    # loss, then every frame of batch 1 (the last one the root module's); and then, as batches
+    # are the user's training steps under a debugger, the rest of step 1: its backward, its
+    # optimizer step and its loss. Step 1 is over when step 2's forward begins: the stop is at
+    # its first frame. The stop begins with gdb's "hit Breakpoint" line, or with ovf's summary
+    # under LLDB (which prints its own report after).
     summary_at = out.index("\novf: batch 1 finished") + 1
     stop_at = min(summary_at, debugger.HIT.search(out).start())
-    assert out[out.index("step 0 loss ") : stop_at] == ref.stdout
+    printed = out[out.index("step 0 loss ") : stop_at]
+    assert printed.startswith(ref.stdout), printed
+    assert re.fullmatch(r"step 1 loss \S+\n\n?", printed[len(ref.stdout) :]), printed
     assert re.search(debugger.stop_report(event=32), out), out
     summary = out[summary_at:]
+    # Batch 1's last frame, the root module's, is the reference's last traced frame, as it was
+    # traced; batch 2's first frame is the one the stop came in.
+    last_frame = ref.stdout[ref.stdout.rindex("                   Net\n") :]
     assert summary.startswith(
         "ovf: batch 1 finished (abort-after 1); `continue` raises the reference's ValueError\n"
         "abs min  abs max  metadata\n"
-        "                  head Linear    <- previous frame\n"
-    )
-    # The root module's frame is the reference's last traced frame, at the stop as it was traced.
-    last_frame = ref.stdout[ref.stdout.rindex("                   Net\n") :]
-    assert ("                   Net    <- this frame\n" + last_frame.split("\n", 1)[1]) in summary
-    # The stop is in the root module's forward hook, inside batch 1's `model(data)` call:
-    # the script has not printed batch 1's loss.
+        "                   Net    <- previous frame\n"
+        + last_frame.split("\n", 1)[1]
+        + "                  blocks.0.fc Linear    <- this frame\n"
+    ), summary
+    # The stop is in the first module's forward hook, inside batch 2's `model(data)` call:
+    # the script has not printed batch 2's loss.
     assert debugger.python_line(out, "main", "loss = model(data).pow(2).mean()"), out
-    assert "step 1 loss" not in out
+    assert "step 2 loss" not in out
     assert re.search(
-        r"^detection: watching; batch 2; 28 frames, \d+ records written; the ring keeps 65536$",
+        r"^detection: watching; batch 2; 29 frames, \d+ records written; the ring keeps 65536$",
         out,
         re.M,
     )
@@ -103,7 +109,7 @@ def test_abort_after_armed_before_run_stops_at_the_end_of_that_batch(debugger):
         out,
         re.M,
     )
-    assert re.search(r"^last event: abort_after at record \d+, batch 1, ", out, re.M)
+    assert re.search(r"^last event: abort_after at record \d+, batch 2, blocks.0.fc ", out, re.M)
     # `continue`: the runtime raises the reference's ValueError, which ends the script.
     after = out[out.index("debugger: trace batches 1; stop after batch 1 (abort-after)\n") :]
     assert after.count("Traceback (most recent call last):") == 1
