@@ -179,6 +179,12 @@ double integer_magnitude(const char* p, bool* negative) {
   }
 }
 
+// A bool byte other than 0 is true (a uint8 tensor viewed as bool may hold 2).
+double bool_magnitude(const char* p, bool* negative) {
+  *negative = false;
+  return *p != 0 ? 1.0 : 0.0;
+}
+
 template <typename T>
 double complex_magnitude(const char* p, bool* negative) {
   std::complex<T> z;
@@ -208,7 +214,7 @@ Stats compute_stats_cpu(const TensorView& v) {
     case OVF_DTYPE_UINT16: return stats_by_magnitude(v, 2, 1, integer_magnitude<uint16_t>);
     case OVF_DTYPE_UINT32: return stats_by_magnitude(v, 4, 1, integer_magnitude<uint32_t>);
     case OVF_DTYPE_UINT64: return stats_by_magnitude(v, 8, 1, integer_magnitude<uint64_t>);
-    case OVF_DTYPE_BOOL: return stats_by_magnitude(v, 1, 1, integer_magnitude<uint8_t>);
+    case OVF_DTYPE_BOOL: return stats_by_magnitude(v, 1, 1, bool_magnitude);
     // |-z| = |z|: a negated complex tensor's infinite magnitudes stay +inf.
     case OVF_DTYPE_COMPLEX64:
       return stats_by_magnitude(unnegated(v), 8, std::numeric_limits<float>::min(),

@@ -117,7 +117,7 @@ struct SignedIntCodec {
   OVF_HD static SignedKey magnitude(Key k) { return static_cast<SignedKey>(k ^ kBias); }
 };
 
-// Unsigned integers and bool (a byte): the value is its own magnitude and key.
+// Unsigned integers: the value is its own magnitude and key.
 template <typename T>
 struct UnsignedIntCodec {
   using Bits = T;
@@ -125,6 +125,16 @@ struct UnsignedIntCodec {
   static constexpr bool kFloating = false;
   static constexpr Key kZeroKey = 0;
   OVF_HD static Key key(Bits b) { return static_cast<Key>(b); }
+};
+
+// bool: a byte that is false (0) or true (any other value: a uint8 tensor
+// viewed as bool may hold 2), magnitude 1, as torch and the CPU engine read it.
+struct BoolCodec {
+  using Bits = uint8_t;
+  using Key = KeyFor<uint8_t>;
+  static constexpr bool kFloating = false;
+  static constexpr Key kZeroKey = 0;
+  OVF_HD static Key key(Bits b) { return b != 0 ? Key{1} : Key{0}; }
 };
 
 // Returns fn(Codec{}) for the codec of `dtype`, or `otherwise` for dtypes this
@@ -144,8 +154,8 @@ OVF_HD R visit_codec(int dtype, R otherwise, Fn&& fn) {
     case OVF_DTYPE_INT32: return fn(SignedIntCodec<int32_t>{});
     case OVF_DTYPE_INT16: return fn(SignedIntCodec<int16_t>{});
     case OVF_DTYPE_INT8: return fn(SignedIntCodec<int8_t>{});
-    case OVF_DTYPE_UINT8:
-    case OVF_DTYPE_BOOL: return fn(UnsignedIntCodec<uint8_t>{});
+    case OVF_DTYPE_UINT8: return fn(UnsignedIntCodec<uint8_t>{});
+    case OVF_DTYPE_BOOL: return fn(BoolCodec{});
     case OVF_DTYPE_UINT16: return fn(UnsignedIntCodec<uint16_t>{});
     case OVF_DTYPE_UINT32: return fn(UnsignedIntCodec<uint32_t>{});
     case OVF_DTYPE_UINT64: return fn(UnsignedIntCodec<uint64_t>{});

@@ -38,11 +38,17 @@ at::Tensor portable_stats_row(const at::Tensor& t, ovf_dtype dtype, ovf_dtype he
     const at::Tensor parts = at::view_as_real(v.resolve_conj()).to(at::kDouble);
     v = at::hypot(parts.select(-1, 0), parts.select(-1, 1)).to(work_type(dtype));
   }
-  // Integers take abs() in their own type, as the reference does: the most
-  // negative value wraps around to itself (-128 for int8) in the CPU engine too.
-  const bool integer = !is_floating(dtype) && dtype != OVF_DTYPE_BOOL;
+  // A bool is read through its bytes: one holding 2 (a uint8 tensor viewed as
+  // bool) is true, magnitude 1, whatever a conversion of it would make.
+  if (dtype == OVF_DTYPE_BOOL) v = v.view(at::kByte).ne(0);
+  // Signed integers take abs() in their own type, as the reference does: the
+  // most negative value wraps around to itself (-128 for int8) in the CPU
+  // engine too. Unsigned ones are their own magnitude (torch has no abs() for
+  // uint16/32/64).
+  const bool signed_integer = dtype == OVF_DTYPE_INT8 || dtype == OVF_DTYPE_INT16 ||
+                              dtype == OVF_DTYPE_INT32 || dtype == OVF_DTYPE_INT64;
   const at::Tensor cast = v.to(work_type(dtype));
-  const at::Tensor a = integer ? v.abs().to(work_type(dtype)) : cast.abs();
+  const at::Tensor a = signed_integer ? v.abs().to(work_type(dtype)) : cast.abs();
   const double inf = std::numeric_limits<double>::infinity();
   const at::Tensor finite = a.isfinite();
   const at::Tensor finite_nonzero = finite.logical_and(a.ne(0));

@@ -62,7 +62,7 @@ inline std::vector<uint64_t> special_bits(ovf_dtype dtype) {
       return {0, 0x80, 0x7f, 0xff, 0x7e, 0xfe, 0x01, 0x07, 0x08, 0x87, 0x78};
     case OVF_DTYPE_FLOAT8_E5M2:
       return {0, 0x80, 0x7c, 0xfc, 0x7d, 0x7f, 0xff, 0xfe, 0x01, 0x03, 0x04, 0x7b, 0x83};
-    case OVF_DTYPE_BOOL: return {0, 1};
+    case OVF_DTYPE_BOOL: return {0, 1, 2, 0x80, 0xff};  // a uint8 viewed as bool: any byte
     default:  // integers: the most negative, -1, 0, 1, the largest (sign bit patterns)
       return {0, 1, ~uint64_t{0}, uint64_t{1} << (8 * ovf::cuda::element_size(dtype) - 1),
               (uint64_t{1} << (8 * ovf::cuda::element_size(dtype) - 1)) - 1};

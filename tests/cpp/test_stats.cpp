@@ -262,6 +262,16 @@ TEST(Stats, BoolCountsAsZeroAndOne) {
   EXPECT_EQ(s.zero_count, 1u);
 }
 
+// A uint8 tensor viewed as bool may hold any byte: every one but 0 is true.
+TEST(Stats, BoolBytesOtherThanOneAreTrue) {
+  const std::vector<uint8_t> data = {2, 0, 255, 0x80};
+  const Stats s = ovf::compute_stats_contiguous(data.data(), OVF_DTYPE_BOOL, data.size());
+  EXPECT_EQ(s.abs_min, 0.0);
+  EXPECT_EQ(s.abs_max, 1.0);
+  EXPECT_EQ(s.abs_min_nonzero, 1.0);
+  EXPECT_EQ(s.zero_count, 1u);
+}
+
 TEST(Stats, ComplexUsesMagnitude) {
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> data = {3.f, 4.f, 0.f,           0.f,

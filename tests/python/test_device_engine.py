@@ -39,8 +39,18 @@ def _bit_patterns(dtype, n, generator):
             except RuntimeError:  # float8_e4m3fn has no infinity
                 pass
         return x
+    if dtype in UNSIGNED_WIDE:  # random bits: the whole range (torch.iinfo's max overflows int64)
+        size = torch.empty((), dtype=dtype).element_size()
+        bits = torch.randint(0, 256, (n * size,), generator=generator, dtype=torch.uint8)
+        return bits.view(dtype)
     info = torch.iinfo(dtype)
     return torch.randint(info.min, info.max, (n,), generator=generator, dtype=torch.int64).to(dtype)
+
+
+# uint16/32/64 (torch >= 2.3): few ops, no abs(): the portable backend must not use them.
+UNSIGNED_WIDE = [
+    getattr(torch, name) for name in ("uint16", "uint32", "uint64") if hasattr(torch, name)
+]
 
 
 DTYPES = [
@@ -57,6 +67,7 @@ DTYPES = [
     torch.uint8,
     torch.bool,
 ] + [getattr(torch, name) for name in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, name)]
+DTYPES += UNSIGNED_WIDE
 
 
 def _views(x):
@@ -80,6 +91,54 @@ def test_the_portable_backend_gives_the_cpu_engines_numbers(dtype):
         for name, view in _views(x).items():
             expected, got = _ovf.stats(view), _ovf.device_stats(view)
             assert got == expected, f"{dtype} {name}: portable {got} != cpu {expected}"
+
+
+def test_a_bool_byte_other_than_one_is_true():
+    """A uint8 tensor viewed as bool may hold 2: true, magnitude 1, in both engines."""
+    flags = torch.tensor([2, 0, 1, 255], dtype=torch.uint8).view(torch.bool)
+    expected = _ovf.stats(flags)
+    assert (expected["abs_max"], expected["abs_min"], expected["zero"]) == (1.0, 0.0, 1)
+    assert _ovf.device_stats(flags) == expected
+
+
+CAPTURED = """
+import torch, ovf
+torch.manual_seed(0)
+net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+debug = ovf.DebugUnderflowOverflow(net, device_mode="exact")
+for step in range(3):
+    x = torch.randn(2, 4)
+    if step == 2:
+        x[0, 0] = float("nan")  # inside a capture: not measured, so not an event
+    net(x)
+print(ovf._ovf.report(2))
+"""
+
+
+def test_tensors_of_a_stream_being_captured_are_not_measured():
+    """Inside a CUDA graph's capture ovf enqueues nothing (OVF_TEST_CAPTURING=1 makes
+    every device look capturing; OVF_TEST_DEFER=0 sends CPU tensors through the
+    device engine): the lines read "no data", nothing waits, and the note comes once."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OVF_")}
+    env.update(PYTHONPATH=PACKAGE_PARENT, OVF_TEST_DEFER="0", OVF_TEST_CAPTURING="1")
+    p = subprocess.run(
+        [PYTHON, "-c", CAPTURED], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert p.returncode == 0, p.stderr
+    notes = [line for line in p.stderr.splitlines() if line.startswith("ovf:")]
+    assert notes == [
+        "ovf: note: a CUDA graph is being captured on cpu: ovf does not measure the tensors "
+        'of captured work (their lines read "no data"); it measures them again outside the '
+        "capture"
+    ]
+    assert p.stdout.splitlines() == [
+        "                  1 ReLU",
+        "          no data input[0]",
+        "          no data output",
+        "                   Sequential",
+        "          no data input[0]",
+        "          no data output",
+    ], p.stdout
 
 
 def _run(mode, bad, batches, on_nan="raise", defer=None, *extra):
