@@ -17,6 +17,14 @@ size_t aligned(size_t bytes) {
   return (bytes + alignof(Partial) - 1) / alignof(Partial) * alignof(Partial);
 }
 
+// A failed CUDA call also leaves the thread's last error set (an allocation's
+// out-of-memory, say), and torch's next launch check in the user's code would
+// raise it as its own: every failure of ovf's is taken back here.
+cudaError_t forget(cudaError_t err) {
+  if (err != cudaSuccess) (void)cudaGetLastError();
+  return err;
+}
+
 }  // namespace
 
 FrameStats::~FrameStats() {
@@ -50,7 +58,10 @@ cudaError_t FrameStats::reserve(size_t table_bytes, size_t partial_count) {
     host_ = nullptr;
     host_bytes_ = 0;
     cudaError_t err = cudaHostAlloc(&host_, bytes, cudaHostAllocDefault);
-    if (err != cudaSuccess) return err;
+    if (err != cudaSuccess) {
+      host_ = nullptr;
+      return err;
+    }
     host_bytes_ = bytes;
   }
   if (device_need > device_bytes_) {
@@ -59,7 +70,10 @@ cudaError_t FrameStats::reserve(size_t table_bytes, size_t partial_count) {
     const size_t bytes = std::max(device_need, 2 * device_bytes_);
     device_bytes_ = 0;
     cudaError_t err = cudaMalloc(&device_buffer_, bytes);
-    if (err != cudaSuccess) return err;
+    if (err != cudaSuccess) {
+      device_buffer_ = nullptr;
+      return err;
+    }
     device_bytes_ = bytes;
   }
   return cudaSuccess;
@@ -69,18 +83,21 @@ cudaError_t FrameStats::enqueue(cudaStream_t stream) {
   if (in_flight_) wait();  // enqueued twice without clear(): the buffers may move
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return error_ = err;
+  if (err != cudaSuccess) return error_ = forget(err);
   if (device_ >= 0 && device != device_) return error_ = cudaErrorInvalidDevice;
   device_ = device;
   if (done_ == nullptr) {
     err = cudaEventCreateWithFlags(&done_, cudaEventDisableTiming);
-    if (err != cudaSuccess) return error_ = err;
+    if (err != cudaSuccess) {
+      done_ = nullptr;
+      return error_ = forget(err);
+    }
   }
   const uint32_t tensors = plan_.tensors();
   const size_t table_bytes = tensors * sizeof(TensorEntry);
   const size_t partials = static_cast<size_t>(plan_.total_blocks()) + tensors;
   err = reserve(table_bytes, partials);
-  if (err != cudaSuccess) return error_ = err;
+  if (err != cudaSuccess) return error_ = forget(err);
 
   // The table goes through pinned memory so that the upload is asynchronous
   // and add() may refill the plan's own vector for the next frame meanwhile.
@@ -91,8 +108,10 @@ cudaError_t FrameStats::enqueue(cudaStream_t stream) {
   auto* dev_blocks = reinterpret_cast<Partial*>(dev + aligned(table_bytes));
   Partial* dev_results = dev_blocks + plan_.total_blocks();
   auto* host_results = reinterpret_cast<Partial*>(host + aligned(table_bytes));
+  bool uploading = false;  // the stream may read `host` from here on
   if (tensors > 0) {
     err = cudaMemcpyAsync(dev_table, host, table_bytes, cudaMemcpyHostToDevice, stream);
+    uploading = err == cudaSuccess;
     if (err == cudaSuccess) {
       err = launch_frame_stats(dev_table, tensors, plan_.total_blocks(), dev_blocks, dev_results,
                                stream);
@@ -103,7 +122,21 @@ cudaError_t FrameStats::enqueue(cudaStream_t stream) {
     }
   }
   if (err == cudaSuccess) err = cudaEventRecord(done_, stream);
-  if (err != cudaSuccess) return error_ = err;
+  if (err != cudaSuccess) {
+    error_ = forget(err);
+    // A launch failed after the table's upload was enqueued: the copy may still
+    // read the pinned buffer, so this object stays in flight until the stream
+    // has passed it (clear() and wait() wait for that before the buffers are
+    // reused), and its results read "no data" (error_).
+    if (uploading) {
+      if (forget(cudaEventRecord(done_, stream)) == cudaSuccess) {
+        in_flight_ = true;
+      } else {
+        (void)forget(cudaStreamSynchronize(stream));
+      }
+    }
+    return error_;
+  }
   results_ = host_results;
   in_flight_ = true;
   arrived_ = false;
@@ -112,7 +145,7 @@ cudaError_t FrameStats::enqueue(cudaStream_t stream) {
 
 bool FrameStats::ready() {
   if (!in_flight_) return arrived_;
-  const cudaError_t err = cudaEventQuery(done_);
+  const cudaError_t err = forget(cudaEventQuery(done_));  // not ready: no error, but set
   if (err == cudaErrorNotReady) return false;
   if (err != cudaSuccess) error_ = err;
   in_flight_ = false;
@@ -122,7 +155,7 @@ bool FrameStats::ready() {
 
 cudaError_t FrameStats::wait() {
   if (in_flight_) {
-    const cudaError_t err = cudaEventSynchronize(done_);
+    const cudaError_t err = forget(cudaEventSynchronize(done_));
     if (err != cudaSuccess) error_ = err;
     in_flight_ = false;
     arrived_ = true;
