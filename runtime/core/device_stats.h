@@ -22,8 +22,10 @@ class DeviceStatsBatch {
   virtual void submit() = 0;
   // Whether the results arrived. Never blocks.
   virtual bool ready() = 0;
-  // Blocks until they did (one host synchronisation).
-  virtual void wait() = 0;
+  // Blocks until they did (one host synchronisation) and returns true; or
+  // returns false at once where the device may not be waited for now (a CUDA
+  // graph is being captured: a wait would break the capture): ask again later.
+  virtual bool wait() = 0;
   // Tensor `index`'s statistics once ready() or wait() said so; has_stats is
   // false where the device failed (the line then reads "no data").
   virtual Stats result(int index) = 0;

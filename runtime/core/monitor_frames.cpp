@@ -142,8 +142,9 @@ Response Monitor::finish_frame(FrameBuilder& frame) {
   PendingLines& pending = frame.pending();
   if (!pending.empty()) {
     pending.batch->submit();
-    if (ovf_state.device_mode == OVF_DEVICE_MODE_EXACT) {
-      pending.batch->wait();  // the one synchronisation of this frame
+    // Exact mode: the one synchronisation of this frame (none possible while a
+    // CUDA graph is captured: the frame then waits with the others).
+    if (ovf_state.device_mode == OVF_DEVICE_MODE_EXACT && pending.batch->wait()) {
       pending.fill(records.data());
       pending.clear();
     }
@@ -219,11 +220,9 @@ Response Monitor::drain(uint64_t wait_before, bool can_raise, uint64_t own_end, 
   while (!deferred_.empty()) {
     DeferredFrame& front = deferred_.front();
     if (!front.pending.empty()) {
-      if (front.context.boundary < wait_before) {
-        front.pending.batch->wait();
-      } else if (!front.pending.batch->ready()) {
-        break;
-      }
+      const bool arrived = front.context.boundary < wait_before ? front.pending.batch->wait()
+                                                                : front.pending.batch->ready();
+      if (!arrived) break;
       front.pending.fill(front.records.data());
       front.pending.clear();
     }

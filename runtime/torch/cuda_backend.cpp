@@ -76,7 +76,11 @@ class CudaGroup : public DeviceGroupBackend {
   void submit() override {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device_).stream();
-    submitted_ = stats_->enqueue(stream) == cudaSuccess;
+    // OVF_TEST_CUDA_FAIL: a test makes the launch fail as on a GPU the kernels
+    // were not built for (tests/python/test_gpu.py).
+    static const bool fail = std::getenv("OVF_TEST_CUDA_FAIL") != nullptr;
+    enqueue_error_ = fail ? cudaErrorNoKernelImageForDevice : stats_->enqueue(stream);
+    submitted_ = enqueue_error_ == cudaSuccess;
   }
   bool ready() override { return !submitted_ || stats_->ready(); }
   void wait() override {
@@ -91,11 +95,25 @@ class CudaGroup : public DeviceGroupBackend {
     if (disagree) s.zero_count += 1;
     return s;
   }
+  std::string failure() override {
+    const cudaError_t err = submitted_ ? stats_->error() : enqueue_error_;
+    if (err == cudaSuccess) return "";
+    std::string what = cudaGetErrorString(err);
+    if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction) {
+      what +=
+          ": ovf's kernels were not built for this GPU (rebuild with CMAKE_CUDA_ARCHITECTURES "
+          "naming it, or \"native\")";
+    } else if (err == cudaErrorInsufficientDriver || err == cudaErrorUnsupportedPtxVersion) {
+      what += ": the driver is older than the CUDA runtime ovf was built with";
+    }
+    return what;
+  }
 
  private:
   int device_;
   std::unique_ptr<cuda::FrameStats> stats_;
   bool submitted_ = false;
+  cudaError_t enqueue_error_ = cudaSuccess;
 };
 #endif
 
@@ -131,20 +149,41 @@ std::unique_ptr<DeviceGroupBackend> make_cuda_group(int index) {
 
 bool cuda_needs_check(int index) { return verdict(index) == Verdict::kUnchecked; }
 
-void cuda_record_check(int index, bool agreed) {
+bool cuda_stream_capturing(int index) {
+#ifdef OVF_HAVE_CUDA_GLUE
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(index).stream();
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    (void)cudaGetLastError();  // not the user's error to find later
+    return false;
+  }
+  return status != cudaStreamCaptureStatusNone;
+#else
+  (void)index;
+  return false;
+#endif
+}
+
+void cuda_record_check(int index, bool agreed, const std::string& failure) {
   if (!known_device(index)) return;
   {
     std::lock_guard<std::mutex> lock(g_verdict_mutex);
     if (g_verdicts[index] != Verdict::kUnchecked) return;
     g_verdicts[index] = agreed ? Verdict::kAgreed : Verdict::kRejected;
   }
-  if (!agreed) {
-    __atomic_or_fetch(&ovf_state.device_backends, uint32_t{OVF_BACKEND_CUDA_REJECTED},
-                      __ATOMIC_RELAXED);
+  if (agreed) return;
+  __atomic_or_fetch(&ovf_state.device_backends, uint32_t{OVF_BACKEND_CUDA_REJECTED},
+                    __ATOMIC_RELAXED);
+  if (failure.empty()) {
     std::fprintf(stderr,
                  "ovf: warning: the CUDA statistics backend disagreed with the portable one on "
                  "cuda:%d's first frame; ovf uses the portable backend there from now on\n",
                  index);
+  } else {
+    std::fprintf(stderr,
+                 "ovf: warning: the CUDA statistics backend failed on cuda:%d's first frame (%s); "
+                 "ovf uses the portable backend there from now on\n",
+                 index, failure.c_str());
   }
 }
 

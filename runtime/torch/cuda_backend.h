@@ -8,6 +8,7 @@
 #define OVF_CUDA_BACKEND_H
 
 #include <memory>
+#include <string>
 
 #include "device_batch.h"
 
@@ -26,10 +27,16 @@ void note_cuda_backend();
 std::unique_ptr<DeviceGroupBackend> make_cuda_group(int index);
 
 // The self-check (device_batch.cpp runs it): whether device `index` has not
-// been judged yet, and the verdict on its first frame. A rejection warns once
-// and holds for the process.
+// been judged yet, and the verdict on its first frame: `failure` says what
+// failed where the CUDA backend did not run ("" where it ran and was compared).
+// A rejection warns once and holds for the process.
 bool cuda_needs_check(int index);
-void cuda_record_check(int index, bool agreed);
+void cuda_record_check(int index, bool agreed, const std::string& failure = "");
+
+// Whether the current stream of CUDA device `index` is capturing a CUDA graph
+// (false where the glue is not built). The test knob OVF_TEST_CAPTURING=1 makes
+// device_batch.cpp see every device as capturing.
+bool cuda_stream_capturing(int index);
 
 }  // namespace ovf
 

@@ -7,6 +7,10 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/version.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
 #include "cuda_backend.h"
 #include "portable_stats.h"
 
@@ -28,6 +32,27 @@ Stats failed(uint64_t numel) {
   Stats s;  // has_stats false: the line reads "no data"
   s.numel = numel;
   return s;
+}
+
+// Whether `device`'s current stream is capturing a CUDA graph. Nothing of
+// ovf's may then be enqueued (its copies to pinned memory and event records
+// cannot be captured, and a first-use allocation would invalidate the user's
+// capture), and no event may be queried or waited for (torch's default,
+// global capture mode forbids it from every thread).
+bool capturing(const at::Device& device) {
+  static const bool test_knob = std::getenv("OVF_TEST_CAPTURING") != nullptr;
+  return test_knob || (device.is_cuda() && cuda_stream_capturing(device.index()));
+}
+
+void note_capture(const at::Device& device) {
+  static std::once_flag told;
+  std::call_once(told, [&] {
+    std::fprintf(stderr,
+                 "ovf: note: a CUDA graph is being captured on %s: ovf does not measure the "
+                 "tensors of captured work (their lines read \"no data\"); it measures them "
+                 "again outside the capture\n",
+                 device.str().c_str());
+  });
 }
 
 }  // namespace
@@ -73,7 +98,24 @@ void TensorStatsBatch::submit() {
 }
 
 void TensorStatsBatch::submit_group(Group& group) {
+  if (capturing(group.device)) {  // these lines read "no data"
+    note_capture(group.device);
+    for (int i : group.entries) entries_[i].group = -1;
+    return;
+  }
   try {
+    if (!group.device.is_cpu()) {
+      c10::impl::VirtualGuardImpl impl(group.device.type());
+      group.stream = impl.getStream(group.device);
+      // The work reads these tensors on this stream after their references
+      // are dropped: the caching allocator must not hand their memory to
+      // another stream's allocation (FSDP's all-gather stream, a user's side
+      // stream) before it has run.
+      for (int i : group.entries) {
+        const at::Tensor& t = entries_[i].tensor;
+        if (t.has_storage()) impl.recordDataPtrOnStream(t.storage().data_ptr(), group.stream);
+      }
+    }
     // The CUDA backend takes what it can read; the rest (and, while the
     // backend is on trial, everything again) goes through the portable ops.
     group.trial = group.cuda && cuda_needs_check(group.device.index());
@@ -100,8 +142,6 @@ void TensorStatsBatch::submit_group(Group& group) {
       group.host_rows.copy_(device_rows, /*non_blocking=*/!group.device.is_cpu());
     }
     if (!group.device.is_cpu()) {
-      c10::impl::VirtualGuardImpl impl(group.device.type());
-      group.stream = impl.getStream(group.device);
       group.done.emplace(group.device.type());
       group.done->record(group.stream);
     }
@@ -126,6 +166,7 @@ bool TensorStatsBatch::ready() {
     --late_polls_;
     return false;
   }
+  if (any_group_capturing()) return false;
   for (Group& group : groups_) {
     if (group.done && !group.done->query()) return false;
     if (group.cuda && !group.cuda_entries.empty() && !group.cuda->ready()) return false;
@@ -134,34 +175,47 @@ bool TensorStatsBatch::ready() {
   return true;
 }
 
-void TensorStatsBatch::wait() {
-  if (arrived_ || !submitted_) return;
+bool TensorStatsBatch::any_group_capturing() const {
+  for (const Group& group : groups_) {
+    const bool has_work = group.done || (group.cuda && !group.cuda_entries.empty());
+    if (has_work && capturing(group.device)) return true;
+  }
+  return false;
+}
+
+bool TensorStatsBatch::wait() {
+  if (arrived_ || !submitted_) return true;
+  if (any_group_capturing()) return false;
   for (Group& group : groups_) {
     if (group.done) synchronize(group);
     if (group.cuda && !group.cuda_entries.empty()) group.cuda->wait();
   }
   finish();
+  return true;
 }
 
 void TensorStatsBatch::finish() {
   arrived_ = true;
   for (Group& group : groups_) {
-    if (!group.trial || !group.cuda || group.cuda_entries.empty()) continue;
+    if (!group.trial || !group.cuda || group.cuda_entries.empty() || !group.host_rows.defined()) {
+      continue;
+    }
     // The self-check: on a device's first frame both backends computed every
     // tensor the CUDA backend took; any difference rejects it for good.
-    bool same = true;
+    // (The rows are read by pointer: no ATen op here, which the op observer
+    // and the user's dispatch modes would see.)
+    const std::string failure = group.cuda->failure();
+    bool same = failure.empty();
+    const double* rows = group.host_rows.data_ptr<double>();
     int row = 0;
     for (int i : group.entries) {
       const Entry& e = entries_[i];
-      if (!e.on_cuda_backend) {
-        ++row;
-        continue;
-      }
-      const Stats portable = stats_from_row(group.host_rows[row++].contiguous().data_ptr<double>(),
-                                            e.numel, e.swap_infinities);
-      same = same && same_stats(group.cuda->result(e.position), portable);
+      const double* own_row = rows + static_cast<size_t>(row++) * kPortableColumns;
+      if (!same || !e.on_cuda_backend) continue;
+      same = same_stats(group.cuda->result(e.position),
+                        stats_from_row(own_row, e.numel, e.swap_infinities));
     }
-    cuda_record_check(group.device.index(), same);
+    cuda_record_check(group.device.index(), same, failure);
     if (!same) {
       // This frame's numbers come from the portable rows, as every later frame's.
       row = 0;

@@ -15,6 +15,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "device_stats.h"
@@ -30,8 +31,11 @@ class DeviceGroupBackend {
   virtual bool add(const at::Tensor& tensor, ovf_dtype dtype) = 0;
   virtual void submit() = 0;
   virtual bool ready() = 0;
-  virtual void wait() = 0;
+  virtual void wait() = 0;  // (never while a capture is under way: the batch asks first)
   virtual Stats result(int index) = 0;  // in the order add() accepted them
+  // Once ready() or wait() said so: what failed ("" where it ran), for the
+  // self-check to say instead of "disagreed".
+  virtual std::string failure() = 0;
 };
 
 class TensorStatsBatch : public DeviceStatsBatch {
@@ -47,7 +51,7 @@ class TensorStatsBatch : public DeviceStatsBatch {
 
   void submit() override;
   bool ready() override;
-  void wait() override;
+  bool wait() override;
   Stats result(int index) override;
   uint64_t underflow(int index) override;
 
@@ -72,6 +76,9 @@ class TensorStatsBatch : public DeviceStatsBatch {
     std::vector<int> cuda_entries;
   };
   void submit_group(Group& group);
+  // Whether a group with work in flight is on a stream capturing a CUDA graph:
+  // its event may not be queried or waited for until the capture ends.
+  bool any_group_capturing() const;
   void synchronize(Group& group);
   void finish();  // once ready or waited: the self-check, the tensors let go
 

@@ -20,15 +20,18 @@ class HandedBatch : public ovf::DeviceStatsBatch {
   explicit HandedBatch(std::vector<ovf::Stats> results) : results_(std::move(results)) {}
   void submit() override { submitted = true; }
   bool ready() override { return arrived; }
-  void wait() override {
+  bool wait() override {
+    if (!can_wait) return false;
     arrived = true;
     ++waits;
+    return true;
   }
   ovf::Stats result(int index) override { return results_.at(index); }
   uint64_t underflow(int) override { return 0; }
 
   bool submitted = false;
   bool arrived = false;
+  bool can_wait = true;  // false: as while a CUDA graph is being captured
   int waits = 0;
 
  private:
@@ -118,6 +121,24 @@ TEST_F(DeviceFrames, ExactModeWaitsOncePerFrameAndStopsInIt) {
   EXPECT_EQ(bad->waits, 1);
   EXPECT_EQ(r.action, ovf::Action::kRaise);
   EXPECT_EQ(ovf_state.last_event_late, 0u);
+  EXPECT_EQ(ovf_state.pending_frames, 0u);
+}
+
+// While a CUDA graph is being captured a batch may not be waited for: exact
+// mode's frame then waits with the others, and is judged once it can be.
+TEST_F(DeviceFrames, ExactModeDefersAFrameItMayNotWaitFor) {
+  start(OVF_DEVICE_MODE_EXACT);
+  auto batch = std::make_shared<HandedBatch>(std::vector<ovf::Stats>{values(0.0, 1)});
+  batch->can_wait = false;
+  frame.begin(ovf::intern("b"), ovf::intern("Layer"), false);
+  frame.add_pending(OVF_KIND_OUTPUT, ovf::intern("output"), OVF_DTYPE_FLOAT16, {1, 0}, 4, batch, 0);
+  EXPECT_EQ(monitor.finish_frame(frame).action, ovf::Action::kNone);
+  EXPECT_EQ(batch->waits, 0);
+  EXPECT_EQ(ovf_state.pending_frames, 1u);
+  batch->can_wait = true;
+  batch->arrived = true;
+  EXPECT_EQ(monitor.poll_device_frames(true).action, ovf::Action::kRaise);
+  EXPECT_EQ(ovf_state.last_event_late, 1u);
   EXPECT_EQ(ovf_state.pending_frames, 0u);
 }
 
