@@ -4,14 +4,6 @@ One wording for `ovf status`, the stop summary and ovf.postmortem."""
 
 from . import layout
 
-# Flips once ovf's GPU tests and benchmarks have passed on a GPU (bench/results/
-# names the device). Until then every reader says so where the CUDA backend ran.
-CUDA_BACKEND_RUN_ON_A_GPU = False
-CUDA_NOT_RUN = (
-    "the CUDA backend has not been run on a GPU by ovf's own tests yet (none was available "
-    "where it was built); its first-use self-check compares it with the portable backend"
-)
-
 
 def status_lines(header, always=False):
     """The device lines of `ovf status` (`always`: also when no device tensor was
@@ -51,8 +43,6 @@ def status_lines(header, always=False):
                 else ""
             )
         )
-    if used & layout.BACKEND_CUDA and not CUDA_BACKEND_RUN_ON_A_GPU:
-        out.append(f"device statistics: {CUDA_NOT_RUN}")
     return out
 
 
