@@ -172,10 +172,10 @@ void Monitor::begin_root_forward() {
   raise_decided_ = false;
 }
 
-void Monitor::begin_step_root_forward(uint32_t root_id, bool grad_enabled) {
+void Monitor::begin_step_root_forward(uint32_t root_id, bool grad_enabled, uint32_t call_site) {
   if (!training_steps_) return;
   std::lock_guard<std::mutex> lock(step_mutex_);
-  const StepClock::Begins begins = step_clock_.begins_step(root_id, grad_enabled);
+  const StepClock::Begins begins = step_clock_.begins_step(root_id, grad_enabled, call_site);
   if (begins == StepClock::Begins::kNo) return;
   if (begins == StepClock::Begins::kGuessed && guessed_steps_++ == 0) {
     first_guess_seq_ = __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE);
@@ -204,6 +204,12 @@ void Monitor::undo_guessed_steps() {
   }
   ovf_state.batch = batch;
   guessed_steps_ = 0;
+}
+
+void Monitor::set_gradients_pending(bool pending) {
+  if (!training_steps_) return;
+  std::lock_guard<std::mutex> lock(step_mutex_);
+  step_clock_.set_gradients_pending(pending);
 }
 
 void Monitor::end_step(bool now) {

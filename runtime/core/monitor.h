@@ -87,10 +87,12 @@ class Monitor {
   // Training steps (SessionOptions::count_training_steps): a step root's
   // forward begins (its pre-hook) and may begin the next step; what ends a
   // step, and that it ended. No-ops when counting root forwards.
-  void begin_step_root_forward(uint32_t root_id, bool grad_enabled);
+  void begin_step_root_forward(uint32_t root_id, bool grad_enabled, uint32_t call_site);
   void set_step_end(StepEnd rule);
   // `now`: the next step begins here, not at the next step root's forward.
   void end_step(bool now);
+  // StepClock::set_gradients_pending, under the clock's lock.
+  void set_gradients_pending(bool pending);
 
   // After optimizer.step(): `frame` holds the parameters (and state tensors)
   // that came out non-finite. `carried`: a gradient of one of them was

@@ -152,6 +152,12 @@ PYBIND11_MODULE(_ovf, m) {
       "end_step", [](bool now) { ovf::Monitor::instance().end_step(now); }, py::arg("now") = false,
       "The event that ends a training step happened: the next step root's forward begins one "
       "(now=True: the next step begins here).");
+  m.def(
+      "set_gradients_pending",
+      [](bool pending) { ovf::Monitor::instance().set_gradients_pending(pending); },
+      py::arg("pending"),
+      "A backward() made gradients no optimizer step has applied yet (True), an optimizer "
+      "stepped (False): while they are pending, a forward with gradients on begins a step.");
   m.def("deliver_pending_raise", &ovf::deliver_pending_raise);
   m.def("after_optimizer_step", &ovf::after_optimizer_step,
         "Checks an optimizer's parameters after its step; records the non-finite ones.");

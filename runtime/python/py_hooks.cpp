@@ -341,7 +341,8 @@ void forward_pre_hook(py::handle module, py::handle /*args*/) {
   }
   // After a raise pending from the step before: it is that step's.
   if (it->second.step_root)
-    Monitor::instance().begin_step_root_forward(it->second.name_id, at::GradMode::is_enabled());
+    Monitor::instance().begin_step_root_forward(it->second.name_id, at::GradMode::is_enabled(),
+                                                python_location());
   push_module(module.ptr(), it->second.name_id,
               __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE));
 }

@@ -187,6 +187,17 @@ void write_snapshot(ovf_snapshot* s) {
   PyGILState_Release(gil);
 }
 
+std::string package_dir(const char* module) {
+  try {
+    const std::string file = py::module_::import(module).attr("__file__").cast<std::string>();
+    return file.substr(0, file.rfind('/') + 1);
+  } catch (const py::error_already_set&) {
+    return "";
+  }
+}
+
+}  // namespace
+
 // "real_models.py:177 in normalised_distance": the program's own innermost
 // frame on this thread, interned; cached by code object and line (code objects
 // are kept alive by the cache, so an address is never another's).
@@ -241,17 +252,6 @@ uint32_t python_location() {
   PyGILState_Release(gil);
   return id;
 }
-
-std::string package_dir(const char* module) {
-  try {
-    const std::string file = py::module_::import(module).attr("__file__").cast<std::string>();
-    return file.substr(0, file.rfind('/') + 1);
-  } catch (const py::error_already_set&) {
-    return "";
-  }
-}
-
-}  // namespace
 
 void install_python_snapshot() {
   g_torch_dir = package_dir("torch");

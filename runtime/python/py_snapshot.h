@@ -5,10 +5,16 @@
 #ifndef OVF_PY_SNAPSHOT_H
 #define OVF_PY_SNAPSHOT_H
 
+#include <cstdint>
+
 namespace ovf {
 
 // Registers the writer with the core (once the interpreter runs ovf).
 void install_python_snapshot();
+
+// The program's own innermost frame on this thread, "file.py:LINE in function",
+// interned (OVF_NO_ID where none): where an op ran, or where a model was called.
+uint32_t python_location();
 
 }  // namespace ovf
 

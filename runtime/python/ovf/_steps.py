@@ -5,8 +5,11 @@ Until backward() is first called, a trained model called a second time begins
 the next step (inference, forward-only loops). At the first backward() the
 program's optimizers are looked for: with none, each backward() ends a step (a
 hand-written update through .data); with some, the step ends when every one of
-them has stepped once (a GAN's two). GradScaler.step() that skips the
-optimizer's step still counts as its step: the skipped step was the user's."""
+them has stepped once (a GAN's two), or when a forward with gradients on comes
+after a backward() whose gradients no optimizer applied (a loss scaler of the
+program's own that skips the update on inf; gradient accumulation, whose loop
+counts each forward/backward). GradScaler.step() that skips the optimizer's step
+still counts as its step: the skipped step was the user's."""
 
 import gc
 import importlib
@@ -20,6 +23,7 @@ _active = False
 _rule = "repeated_forward"
 _round = weakref.WeakSet()  # the optimizers of one round
 _stepped = weakref.WeakSet()  # those that stepped in the current round
+_stepped_batch = 0  # the batch they stepped in (a step begun without them ends the round)
 _in_scaler_step = weakref.WeakSet()  # optimizers inside GradScaler.step()
 _installed = False
 
@@ -79,6 +83,8 @@ def after_backward():
             _set_rule("backward")
     if _rule == "backward":
         _ovf.end_step()
+    else:
+        _ovf.set_gradients_pending(True)
 
 
 def after_optimizer_step(optimizer):
@@ -88,10 +94,16 @@ def after_optimizer_step(optimizer):
 
 
 def _count_step(optimizer):
-    global _round
+    global _round, _stepped_batch
     if _rule != "optimizer_round":  # an optimizer made after the first backward()
         _round.update(_program_optimizers())
         _set_rule("optimizer_round")
+    _ovf.set_gradients_pending(False)
+    if _stepped_batch != _ovf.batch():
+        # A step began since the round's last optimizer stepped (one whose update was
+        # skipped): the round starts again with this step.
+        _stepped.clear()
+        _stepped_batch = _ovf.batch()
     if optimizer in _stepped:
         # The round was shorter than thought (an optimizer that never steps): the
         # step this optimizer's step belongs to has begun; the round is what did step.
