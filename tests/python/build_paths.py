@@ -35,3 +35,15 @@ else:
     LLDB_LAUNCHER = os.path.join(REPO, "lldb", "ovf-lldb")
     FRONT_ENDS = REPO
 PACKAGE = os.path.join(PACKAGE_PARENT, "ovf")
+
+
+def run_ovf_child(args, timeout=120, **env):
+    """Runs PYTHON with `args` against the ovf under test, in the environment of the
+    tests less every OVF_ variable, plus `env`; returns the CompletedProcess."""
+    import subprocess
+
+    child = {k: v for k, v in os.environ.items() if not k.startswith("OVF_")}
+    child.update(PYTHONPATH=PACKAGE_PARENT, **env)
+    return subprocess.run(
+        [PYTHON, *args], capture_output=True, text=True, timeout=timeout, env=child
+    )

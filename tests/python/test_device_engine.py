@@ -6,11 +6,10 @@ statistics arrive only after N polls). The CUDA backend's own tests need a GPU
 
 import math
 import os
-import subprocess
 
 import pytest
 import torch
-from build_paths import PACKAGE_PARENT, PYTHON, REPO
+from build_paths import REPO, run_ovf_child
 from ovf import _options, _ovf
 
 SCRIPT = os.path.join(REPO, "tests", "python", "scripts", "deferred_nan.py")
@@ -119,11 +118,7 @@ def test_tensors_of_a_stream_being_captured_are_not_measured():
     """Inside a CUDA graph's capture ovf enqueues nothing (OVF_TEST_CAPTURING=1 makes
     every device look capturing; OVF_TEST_DEFER=0 sends CPU tensors through the
     device engine): the lines read "no data", nothing waits, and the note comes once."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OVF_")}
-    env.update(PYTHONPATH=PACKAGE_PARENT, OVF_TEST_DEFER="0", OVF_TEST_CAPTURING="1")
-    p = subprocess.run(
-        [PYTHON, "-c", CAPTURED], capture_output=True, text=True, timeout=120, env=env
-    )
+    p = run_ovf_child(["-c", CAPTURED], OVF_TEST_DEFER="0", OVF_TEST_CAPTURING="1")
     assert p.returncode == 0, p.stderr
     notes = [line for line in p.stderr.splitlines() if line.startswith("ovf:")]
     assert notes == [
@@ -142,17 +137,10 @@ def test_tensors_of_a_stream_being_captured_are_not_measured():
 
 
 def _run(mode, bad, batches, on_nan="raise", defer=None, *extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OVF_")}
-    env.update(PYTHONPATH=PACKAGE_PARENT, OPENBLAS_NUM_THREADS="1")
+    env = {"OPENBLAS_NUM_THREADS": "1"}
     if defer is not None:
         env["OVF_TEST_DEFER"] = defer
-    p = subprocess.run(
-        [PYTHON, SCRIPT, mode, str(bad), str(batches), on_nan, *extra],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    p = run_ovf_child([SCRIPT, mode, str(bad), str(batches), on_nan, *extra], **env)
     assert p.returncode == 0, p.stderr[-3000:]
     return p.stdout
 
@@ -232,25 +220,12 @@ def test_a_bad_device_mode_is_refused_in_one_line(how):
 
 
 def test_the_command_line_and_environment_name_a_bad_device_mode():
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OVF_")}
-    env.update(PYTHONPATH=PACKAGE_PARENT, OVF_DEVICE_MODE="sometimes")
-    p = subprocess.run(
-        [PYTHON, "-m", "ovf", SCRIPT, "fast", "-1", "1", "raise"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
+    p = run_ovf_child(
+        ["-m", "ovf", SCRIPT, "fast", "-1", "1", "raise"], OVF_DEVICE_MODE="sometimes"
     )
     assert p.returncode != 0
     assert "ovf: OVF_DEVICE_MODE must be fast or exact; got 'sometimes'" in p.stderr
-    env.pop("OVF_DEVICE_MODE")
-    p = subprocess.run(
-        [PYTHON, "-m", "ovf", "--device-mode", "sometimes", SCRIPT],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    p = run_ovf_child(["-m", "ovf", "--device-mode", "sometimes", SCRIPT])
     assert p.returncode == 2 and "--device-mode: invalid choice: 'sometimes'" in p.stderr
 
 
@@ -258,15 +233,9 @@ def test_op_level_mode_gives_the_same_verdict_through_the_device_engine():
     # Ops' outputs of a device tensor are computed by the device engine and
     # waited for: the same report as the CPU engine's, op and module named.
     def run(**extra):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OVF_")}
-        env.update(PYTHONPATH=PACKAGE_PARENT, OPENBLAS_NUM_THREADS="1", **extra)
         script = os.path.join(REPO, "examples", "log_negative.py")
-        p = subprocess.run(
-            [PYTHON, "-m", "ovf", "--ops", script],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
+        p = run_ovf_child(
+            ["-m", "ovf", "--ops", script], timeout=300, OPENBLAS_NUM_THREADS="1", **extra
         )
         assert p.returncode == 1, p.stderr[-2000:]
         return p.stdout

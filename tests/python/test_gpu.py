@@ -5,12 +5,10 @@ graph captured with ovf on captures and replays as without it. Every test skips,
 saying why, without a GPU (tools/gpu-check.sh runs them on a lent one)."""
 
 import math
-import os
-import subprocess
 
 import pytest
 import torch
-from build_paths import PACKAGE_PARENT, PYTHON
+from build_paths import run_ovf_child
 from ovf import _ovf
 from test_device_engine import DTYPES, _bit_patterns, _views
 
@@ -48,6 +46,7 @@ def test_a_bool_byte_other_than_one_is_true_on_the_gpu():
 
 SELF_CHECK = """
 import torch, ovf
+from build_paths import run_ovf_child
 from ovf import _ovf
 net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).cuda()
 debug = ovf.DebugUnderflowOverflow(net, device_mode="exact")
@@ -58,15 +57,7 @@ print(_ovf.report(2))
 
 
 def test_the_self_check_rejects_a_cuda_backend_that_disagrees():
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OVF_")}
-    env.update(PYTHONPATH=PACKAGE_PARENT, OVF_TEST_CUDA_DISAGREE="1")
-    p = subprocess.run(
-        [PYTHON, "-c", SELF_CHECK],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    p = run_ovf_child(["-c", SELF_CHECK], timeout=300, OVF_TEST_CUDA_DISAGREE="1")
     assert p.returncode == 0, p.stderr
     if not _ovf.cuda_backend_built():
         pytest.skip("this build has no CUDA backend (its torch is not a CUDA build)")
@@ -83,11 +74,7 @@ def test_a_backend_that_cannot_run_is_named_as_failed_not_as_disagreeing():
     such, and the portable backend's numbers stand."""
     if not _ovf.cuda_backend_built():
         pytest.skip("this build has no CUDA backend (its torch is not a CUDA build)")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OVF_")}
-    env.update(PYTHONPATH=PACKAGE_PARENT, OVF_TEST_CUDA_FAIL="1")
-    p = subprocess.run(
-        [PYTHON, "-c", SELF_CHECK], capture_output=True, text=True, timeout=300, env=env
-    )
+    p = run_ovf_child(["-c", SELF_CHECK], timeout=300, OVF_TEST_CUDA_FAIL="1")
     assert p.returncode == 0, p.stderr
     warnings = [line for line in p.stderr.splitlines() if line.startswith("ovf: warning")]
     assert warnings == [
@@ -128,11 +115,7 @@ print(ovf._ovf.report(1))
 
 @pytest.mark.parametrize("mode", ["fast", "exact"])
 def test_a_cuda_graph_captures_and_replays_with_ovf_on(mode):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OVF_")}
-    env.update(PYTHONPATH=PACKAGE_PARENT)
-    p = subprocess.run(
-        [PYTHON, "-c", CAPTURE, mode], capture_output=True, text=True, timeout=300, env=env
-    )
+    p = run_ovf_child(["-c", CAPTURE, mode], timeout=300)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines()[0] == "True True"
     notes = [line for line in p.stderr.splitlines() if line.startswith("ovf: note: a CUDA graph")]
