@@ -8,8 +8,9 @@ hand-written update through .data); with some, the step ends when every one of
 them has stepped once (a GAN's two), or, after a backward() whose gradients no
 optimizer applied, when the line that began the step calls its model again with
 gradients on (a loss scaler of the program's own that skips the update on inf;
-gradient accumulation, whose loop counts each forward/backward). GradScaler.step() that skips the optimizer's step
-still counts as its step: the skipped step was the user's."""
+gradient accumulation, whose loop counts each forward/backward). GradScaler.step()
+that skips the optimizer's step still counts as its step: the skipped step was
+the user's."""
 
 import gc
 import importlib
