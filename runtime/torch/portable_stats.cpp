@@ -2,7 +2,10 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <limits>
+#include <vector>
 
 namespace ovf {
 namespace {
@@ -26,12 +29,51 @@ at::ScalarType work_type(ovf_dtype dtype) {
   }
 }
 
-}  // namespace
+// The most elements one pass of the ops reads: every temporary of a pass (a
+// float copy, |x|, the masks, the where()s) has at most this many, so the
+// extra memory is bounded whatever the tensor's size (a 4.3e9-element bf16
+// logits tensor took about 17 GB per float temporary in one pass, and on
+// out-of-memory its lines read "no data"). 2^23 elements: measured on the CPU,
+// a pass's peak is about 7 float32 copies of a piece (230 MiB; 460 MiB where
+// the work type is float64), where one pass over 2^26 float32 elements took
+// 1.6 GiB. OVF_TEST_PORTABLE_CHUNK=N (tests) sets it.
+int64_t elements_per_pass() {
+  static const int64_t limit = [] {
+    const char* text = std::getenv("OVF_TEST_PORTABLE_CHUNK");
+    const long long n = text != nullptr ? std::atoll(text) : 0;
+    return n > 0 ? static_cast<int64_t>(n) : int64_t{1} << 23;
+  }();
+  return limit;
+}
 
-at::Tensor portable_stats_row(const at::Tensor& t, ovf_dtype dtype, ovf_dtype headroom) {
-  // The lazy negative bit is taken off, not resolved (resolving runs neg(),
-  // which float8 types lack): the caller swaps the infinities' signs back.
-  at::Tensor v = t.is_neg() ? at::_neg_view(t) : t;
+// Views of `t` (no copy) of at most `limit` elements each, which together hold
+// every element once: slices of a contiguous tensor's flat view; otherwise
+// runs of the first dimension, a single index of it cut again where still too
+// large (an expanded dimension repeats its elements in each view, as in t).
+void split(const at::Tensor& t, int64_t limit, std::vector<at::Tensor>& pieces) {
+  const int64_t n = t.numel();
+  if (n <= limit || t.dim() == 0) {
+    pieces.push_back(t);
+  } else if (t.is_contiguous()) {
+    const at::Tensor flat = t.view(-1);
+    for (int64_t start = 0; start < n; start += limit)
+      pieces.push_back(flat.narrow(0, start, std::min(limit, n - start)));
+  } else {
+    const int64_t outer = t.size(0);
+    const int64_t per_index = n / outer;
+    const int64_t run = std::max<int64_t>(1, limit / per_index);
+    for (int64_t start = 0; start < outer; start += run) {
+      if (run == 1 && per_index > limit) {
+        split(t.select(0, start), limit, pieces);
+      } else {
+        pieces.push_back(t.narrow(0, start, std::min(run, outer - start)));
+      }
+    }
+  }
+}
+
+// One pass: the row of a piece whose negative bit is already off.
+at::Tensor piece_row(at::Tensor v, ovf_dtype dtype, ovf_dtype headroom) {
   if (v.is_complex()) {
     // |z| as std::abs gives it (hypot in double, rounded to the part's type):
     // torch's own abs of complex64 overflows and underflows where hypot does not.
@@ -73,6 +115,30 @@ at::Tensor portable_stats_row(const at::Tensor& t, ovf_dtype dtype, ovf_dtype he
   row.reserve(kPortableColumns);
   for (const at::Tensor& c : columns) row.push_back(c.to(at::kDouble));
   return at::stack(row);
+}
+
+}  // namespace
+
+at::Tensor portable_stats_row(const at::Tensor& t, ovf_dtype dtype, ovf_dtype headroom) {
+  // The lazy negative bit is taken off, not resolved (resolving runs neg(),
+  // which float8 types lack): the caller swaps the infinities' signs back.
+  const at::Tensor v = t.is_neg() ? at::_neg_view(t) : t;
+  std::vector<at::Tensor> pieces;
+  split(v, elements_per_pass(), pieces);
+  if (pieces.size() == 1) return piece_row(pieces.front(), dtype, headroom);
+  std::vector<at::Tensor> rows;
+  rows.reserve(pieces.size());
+  for (const at::Tensor& piece : pieces) rows.push_back(piece_row(piece, dtype, headroom));
+  // Counts add up; the smallest and largest magnitudes are the pieces' least
+  // and greatest (a piece without finite values says +inf and 0, as a row does).
+  const at::Tensor all = at::stack(rows);
+  const at::Tensor sums = all.sum(0), least = all.amin(0), greatest = all.amax(0);
+  const at::Tensor combined[kPortableColumns] = {
+      sums[kNanCount],   sums[kPosInfCount],    sums[kNegInfCount],
+      sums[kZeroCount],  sums[kSubnormalCount], least[kAbsMin],
+      greatest[kAbsMax], least[kAbsMinNonzero], sums[kUnderflowCount],
+  };
+  return at::stack(combined);
 }
 
 Stats stats_from_row(const double* row, uint64_t numel, bool swap_infinities) {

@@ -43,7 +43,8 @@ def run_ovf_child(args, timeout=120, **env):
     import subprocess
 
     child = {k: v for k, v in os.environ.items() if not k.startswith("OVF_")}
-    child.update(PYTHONPATH=PACKAGE_PARENT, **env)
+    child["PYTHONPATH"] = PACKAGE_PARENT
+    child.update(env)
     return subprocess.run(
         [PYTHON, *args], capture_output=True, text=True, timeout=timeout, env=child
     )

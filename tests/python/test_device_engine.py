@@ -9,7 +9,7 @@ import os
 
 import pytest
 import torch
-from build_paths import REPO, run_ovf_child
+from build_paths import PACKAGE_PARENT, REPO, run_ovf_child
 from ovf import _options, _ovf
 
 SCRIPT = os.path.join(REPO, "tests", "python", "scripts", "deferred_nan.py")
@@ -98,6 +98,66 @@ def test_a_bool_byte_other_than_one_is_true():
     expected = _ovf.stats(flags)
     assert (expected["abs_max"], expected["abs_min"], expected["zero"]) == (1.0, 0.0, 1)
     assert _ovf.device_stats(flags) == expected
+
+
+PIECES = """
+import torch
+from ovf import _ovf
+from test_device_engine import DTYPES, _bit_patterns, _views
+generator = torch.Generator().manual_seed(3)
+wrong = []
+for dtype in DTYPES:
+    x = _bit_patterns(dtype, 997, generator)
+    views = _views(x)
+    views["wide strided"] = x[:990].view(9, 110)[:, ::3]
+    views["deep transposed"] = x[:960].view(4, 6, 40).transpose(0, 2)
+    for name, view in views.items():
+        if _ovf.device_stats(view) != _ovf.stats(view):
+            wrong.append(f"{dtype} {name}")
+print(wrong)
+"""
+
+
+def test_a_tensor_read_in_pieces_gives_the_cpu_engines_numbers():
+    """The portable backend reads a large tensor in pieces (OVF_TEST_PORTABLE_CHUNK=7
+    makes every tensor here large): the combined row is the one-pass row."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = run_ovf_child(
+        ["-c", PIECES],
+        timeout=300,
+        OVF_TEST_PORTABLE_CHUNK="7",
+        PYTHONPATH=os.pathsep.join([PACKAGE_PARENT, here]),
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout == "[]\n"
+
+
+MEMORY = """
+import resource, torch
+from ovf import _ovf
+x = torch.randn(1 << 26)  # 256 MiB of float32
+x[5] = float("nan")
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+stats = _ovf.device_stats(x)
+print(stats["nan"], (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+"""
+
+
+def test_the_portable_backends_extra_memory_is_bounded():
+    """Peak memory beyond the tensor while the portable backend reads 2^26 float32
+    elements (256 MiB): in pieces of 2^23 (the default; 262 MiB measured) under 400
+    MiB; in one pass (a piece limit above the size) over 1 GiB (1.6 GiB measured),
+    which is what the bound saves."""
+
+    def extra_mib(**env):
+        p = run_ovf_child(["-c", MEMORY], timeout=300, OMP_NUM_THREADS="1", **env)
+        assert p.returncode == 0, p.stderr[-3000:]
+        nans, mib = map(int, p.stdout.split())
+        assert nans == 1
+        return mib
+
+    assert extra_mib() < 400
+    assert extra_mib(OVF_TEST_PORTABLE_CHUNK=str(1 << 30)) > 1024
 
 
 CAPTURED = """
