@@ -116,6 +116,28 @@ def test_wait_mode_stops_only_that_rank_and_its_attach_command_works(tmp_path):
             "OVF_PACKAGE_DIR": PACKAGE,
         }
         rank1_core, rank0_core = tmp_path / "rank1.gcore", tmp_path / "rank0.gcore"
+        # Rank 0 is blocked in the all_reduce while rank 1 waits: a gcore of it has no
+        # non-finite value. (Taken first: once rank 1 is released and killed, rank 0's
+        # all_reduce fails and it exits, sooner or later; on the trixie leg it had gone.)
+        core0 = subprocess.run(
+            [
+                "gdb",
+                "-batch",
+                "-nx",
+                "-iex",
+                "set debuginfod enabled off",
+                "-p",
+                str(ranks[0]),
+                "-ex",
+                f"gcore {rank0_core}",
+            ],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            env=gdb_env,
+        )
+        assert rank0_core.exists(), core0.stdout + core0.stderr
         gdb = subprocess.run(
             shlex.split(command)
             + [
@@ -153,24 +175,6 @@ def test_wait_mode_stops_only_that_rank_and_its_attach_command_works(tmp_path):
             re.M,
         ), gdb
 
-        # Rank 0 is still blocked in the all_reduce: a gcore of it has no non-finite value.
-        subprocess.run(
-            [
-                "gdb",
-                "-batch",
-                "-nx",
-                "-iex",
-                "set debuginfod enabled off",
-                "-p",
-                str(ranks[0]),
-                "-ex",
-                f"gcore {rank0_core}",
-            ],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=TIMEOUT,
-            env=gdb_env,
-        )
         post = subprocess.run(
             [PYTHON, "-m", "ovf.postmortem", str(rank0_core), str(rank1_core), "--frames", "1"],
             capture_output=True,
