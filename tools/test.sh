@@ -20,7 +20,9 @@ ctest --test-dir "$build" --output-on-failure --timeout 300
 # files (core files: several GB an e2e run) go to a directory of the build that pytest
 # empties when it starts, not to /tmp/pytest-of-*, which keeps three runs' worth and
 # filled the disk (the trixie root's /tmp lives on between runs).
-pytest_args=(-q -rs -p no:cacheprovider)
+# A passed test's temporary directory (its core files) goes when it ends: one e2e run left
+# about 40 GB of them, more than a CI machine's free disk with both legs' runs.
+pytest_args=(-q -rs -p no:cacheprovider -o tmp_path_retention_policy=failed)
 mkdir -p "$build/pytest-tmp"  # pytest makes the --basetemp directory, not its parents
 "$python" -m pytest "${pytest_args[@]}" --basetemp="$build/pytest-tmp/python" tests/python
 if [ "${OVF_TEST_WHEEL:-1}" = 1 ]; then
