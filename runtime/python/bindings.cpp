@@ -157,7 +157,8 @@ PYBIND11_MODULE(_ovf, m) {
       [](bool pending) { ovf::Monitor::instance().set_gradients_pending(pending); },
       py::arg("pending"),
       "A backward() made gradients no optimizer step has applied yet (True), an optimizer "
-      "stepped (False): while they are pending, a forward with gradients on begins a step.");
+      "stepped (False): while they are pending, the line that began the step calling its model "
+      "again with gradients on begins the next one.");
   m.def("deliver_pending_raise", &ovf::deliver_pending_raise);
   m.def("after_optimizer_step", &ovf::after_optimizer_step,
         "Checks an optimizer's parameters after its step; records the non-finite ones.");
