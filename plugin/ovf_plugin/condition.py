@@ -6,12 +6,15 @@ small whitelist: names of the fields, numbers, strings, tuples of them,
 comparisons (including `in`), `and` / `or` / `not`, + - * / // % and a bounded
 **, the functions listed below and str's startswith / endswith. Nothing else
 runs: no attribute of any other object, no call of anything else (a name
-blacklist with eval() is no sandbox), and numbers are bounded, so no
-expression can hang the debugger or reach into it."""
+blacklist with eval() is no sandbox), and numbers, strings and tuples are
+bounded before they are made (a bound checked after `(0,) * 10**9` has already
+taken the debugger's memory), so no expression can hang the debugger or reach
+into it."""
 
 import ast
 import math
 import operator
+import re
 
 from ovf_ring.errors import OvfError
 
@@ -44,6 +47,9 @@ STRING_METHODS = {"startswith", "endswith"}
 MAX_TEXT = 1000  # characters of an expression
 MAX_NODES = 200
 MAX_INT_BITS = 256  # integers beyond this (9**9**9) are refused, not computed
+# Characters of a string, items of a tuple (with those of the tuples and strings
+# inside it) that an expression may make: `module in ('a', 'b')` needs a few.
+MAX_SIZE = 10000
 
 _COMPARE = {
     ast.Eq: operator.eq,
@@ -73,10 +79,107 @@ class _Refused(Exception):
 
 def _bounded(value):
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
-        raise _Refused(f"a number larger than 2**{MAX_INT_BITS}")
-    if isinstance(value, str) and len(value) > MAX_TEXT:
-        raise _Refused(f"a string longer than {MAX_TEXT} characters")
+        raise _Refused(f"a number larger than 2**{MAX_INT_BITS} is not allowed")
     return value
+
+
+def _size(value):
+    """What `value` holds, counted as MAX_SIZE counts: characters, items."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, tuple):
+        return len(value) + sum(_size(item) for item in value)
+    return 0
+
+
+def _within(node, kind, size, at_least=False, length=None):
+    """Refuses `node` (not yet computed) when what it makes would exceed MAX_SIZE;
+    `length` is a tuple's own item count where its size counts nested ones too."""
+    if size <= MAX_SIZE:
+        return
+    if kind == "string":
+        made = f"a string of {'at least ' if at_least else ''}{size} characters"
+    elif length is None or length == size:
+        made = f"a tuple of {size} items"
+    else:
+        made = f"a tuple of {length} items holding {size} items and characters in all"
+    raise _Refused(f"{ast.unparse(node)} would make {made} (at most {MAX_SIZE})")
+
+
+def _repeat(node, left, right):
+    """`left * right` for a string or tuple and a count, bounded first."""
+    sequence, times = (left, right) if isinstance(left, (str, tuple)) else (right, left)
+    if isinstance(times, int):
+        times = max(times, 0)
+        if isinstance(sequence, str):
+            _within(node, "string", len(sequence) * times)
+        else:
+            _within(node, "tuple", _size(sequence) * times, length=len(sequence) * times)
+    return left * right
+
+
+def _concatenate(node, left, right):
+    if isinstance(left, str) and isinstance(right, str):
+        _within(node, "string", len(left) + len(right))
+    elif isinstance(left, tuple) and isinstance(right, tuple):
+        _within(node, "tuple", _size(left) + _size(right), length=len(left) + len(right))
+    return left + right
+
+
+# printf-style conversions (str % args): Python's grammar, parsed here only to
+# know each piece's width and precision before any piece is made.
+_CONVERSION = re.compile(
+    r"%(?P<key>\([^)]*\))?(?P<flags>[-+ #0]*)(?P<width>\*|\d+)?"
+    r"(?:\.(?P<precision>\*|\d*))?[hlL]?(?P<type>.?)",
+    re.S,
+)
+
+
+def _format(node, template, args):
+    """`template % args`, refused when the string it makes would exceed MAX_SIZE.
+    Each piece is made without its width (its precision bounded first), so the
+    length is known exactly; only a precision beyond the bound is counted as
+    itself, a lower bound."""
+    items = iter(args if isinstance(args, tuple) else (args,))
+
+    def take():
+        try:
+            return next(items)
+        except StopIteration:
+            raise TypeError("not enough arguments for format string") from None
+
+    def star(value):
+        if value != "*":
+            return None if value is None else int(value or 0)
+        taken = take()
+        if isinstance(taken, bool) or not isinstance(taken, int):
+            raise TypeError("* wants int")
+        return taken
+
+    size, exact, at = 0, True, 0
+    while (start := template.find("%", at)) >= 0:
+        size += start - at
+        spec = _CONVERSION.match(template, start)
+        at = spec.end()
+        if spec["key"] is not None:
+            raise TypeError("format requires a mapping")
+        if not spec["type"]:
+            raise ValueError("incomplete format")
+        width = abs(star(spec["width"]) or 0)
+        precision = star(spec["precision"])
+        if spec["type"] == "%":
+            size += max(width, 1)
+            continue
+        value = take()
+        if precision is not None and precision > MAX_SIZE and spec["type"] not in "sra":
+            size, exact = size + max(width, precision), False
+            continue
+        shown = "" if precision is None else f".{max(precision, 0)}"
+        piece = f"%{spec['flags']}{shown}{spec['type']}" % (value,)
+        size += max(width, len(piece))
+    size += len(template) - at
+    _within(node, "string", size, at_least=not exact)
+    return template % args
 
 
 def _power(base, exponent):
@@ -87,7 +190,7 @@ def _power(base, exponent):
         and exponent > 0
         and max(abs(base), 2).bit_length() * exponent > MAX_INT_BITS
     ):
-        raise _Refused(f"a number larger than 2**{MAX_INT_BITS}")
+        raise _Refused(f"a number larger than 2**{MAX_INT_BITS} is not allowed")
     return base**exponent
 
 
@@ -120,7 +223,7 @@ class Condition:
         try:  # refuse what cannot run before anything runs: with neutral values
             self._evaluate(self._tree.body, {name: _SAMPLE[name] for name in FIELDS}, dry=True)
         except _Refused as e:
-            raise OvfError(f"ovf: --if {text!r}: {e} is not allowed") from None
+            raise OvfError(f"ovf: --if {text!r}: {e}") from None
         except (ArithmeticError, TypeError, ValueError):
             pass  # a value-dependent failure: reported when it happens
 
@@ -129,7 +232,7 @@ class Condition:
         try:
             return bool(self._evaluate(self._tree.body, fields))
         except _Refused as e:
-            raise OvfError(f"ovf: --if {self.text!r}: {e} is not allowed") from None
+            raise OvfError(f"ovf: --if {self.text!r}: {e}") from None
         except (ArithmeticError, TypeError, ValueError) as e:
             raise OvfError(f"ovf: --if {self.text!r} failed: {type(e).__name__}: {e}") from None
 
@@ -145,10 +248,12 @@ class Condition:
             if node.id in ("True", "False"):
                 return node.id == "True"
             if node.id in FUNCTIONS:
-                raise _Refused(f"the function {node.id} used as a value")
+                raise _Refused(f"the function {node.id} used as a value is not allowed")
             return fields[node.id]
         if isinstance(node, (ast.Tuple, ast.List)):
-            return tuple(ev(e) for e in node.elts)
+            items = tuple(ev(e) for e in node.elts)  # each bounded: this tuple holds only refs
+            _within(node, "tuple", _size(items), length=len(items))
+            return items
         if isinstance(node, ast.BoolOp):
             values = [ev(v) for v in node.values] if dry else None
             if isinstance(node.op, ast.And):
@@ -160,8 +265,14 @@ class Condition:
             left, right = ev(node.left), ev(node.right)
             if isinstance(node.op, ast.Pow):
                 return _bounded(_power(left, right))
-            if isinstance(node.op, ast.Mult) and (isinstance(left, str) or isinstance(right, str)):
-                raise _Refused("repeating a string")
+            if isinstance(node.op, ast.Mult) and isinstance(left, (str, tuple)) != isinstance(
+                right, (str, tuple)
+            ):
+                return _repeat(node, left, right)
+            if isinstance(node.op, ast.Add):
+                return _bounded(_concatenate(node, left, right))
+            if isinstance(node.op, ast.Mod) and isinstance(left, str):
+                return _format(node, left, right)
             return _bounded(_ARITHMETIC[type(node.op)](left, right))
         if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
             left = ev(node.left)
@@ -179,8 +290,8 @@ class Condition:
                 target = ev(node.func.value)
                 if isinstance(target, str) and all(isinstance(a, (str, tuple)) for a in args):
                     return getattr(target, node.func.attr)(*args)
-            raise _Refused(f"calling {ast.unparse(node.func)}")
-        raise _Refused(ast.unparse(node) if hasattr(ast, "unparse") else type(node).__name__)
+            raise _Refused(f"calling {ast.unparse(node.func)} is not allowed")
+        raise _Refused(f"{ast.unparse(node)} is not allowed")
 
 
 # Neutral values of each field, to refuse what cannot run at parse time.
