@@ -197,6 +197,11 @@ def _power(base, exponent):
 class Condition:
     def __init__(self, text):
         self.text = text
+        if not text.strip():  # else it would arm with no condition, silently
+            raise OvfError(
+                "ovf: --if is empty: give an expression over the event's fields, e.g. "
+                "--if 'absmax > 1e4', or leave --if out"
+            )
         if len(text) > MAX_TEXT:
             raise OvfError(
                 f"ovf: --if holds at most {MAX_TEXT} characters; this one has {len(text)}"

@@ -18,6 +18,9 @@ from .target import TargetMemoryError
 MAX_CAPACITY = 1 << 30  # the runtime's own cap (round_up_pow2)
 MAX_NAMES = 1 << 24
 MAX_NAME = 1 << 16  # bytes of one interned string (a module path, a file name)
+# A longer string (a 1 MB module name) is shown by its start and its size:
+# printed whole it would bury the report, and it is no name anyone reads.
+LONG_NAME_SHOWN = 200
 NAME_BLOCK = 512  # index entries read at a time (4 KiB)
 CHUNK_RECORDS = 4096  # 512 KiB per read
 # The magic scan's bounds: the runtime's own mappings come first and hold the
@@ -282,10 +285,22 @@ class Ring:
             return b"<bad name id %d>" % name_id
         offset, length = struct.unpack_from("<II", index, at)
         used = min(h.names_arena_used, h.names_arena_size)
-        if length > MAX_NAME or offset + length > used:
+        if offset + length > used:
             return b"<bad name id %d>" % name_id
+        if length > MAX_NAME:
+            return self._long_name(name_id, h.names_arena_addr + offset, length)
         raw = self._read_or_empty(h.names_arena_addr + offset, length) if length else b""
         return raw if len(raw) == length else b"<bad name id %d>" % name_id
+
+    def _long_name(self, name_id, address, length):
+        """Its first LONG_NAME_SHOWN bytes (not cutting a UTF-8 character) and its size."""
+        head = self._read_or_empty(address, LONG_NAME_SHOWN + 1)
+        if len(head) != LONG_NAME_SHOWN + 1:
+            return b"<bad name id %d>" % name_id
+        cut = LONG_NAME_SHOWN
+        while cut > LONG_NAME_SHOWN - 3 and head[cut] & 0xC0 == 0x80:  # a continuation byte
+            cut -= 1
+        return head[:cut] + b"... (a name of %d bytes)" % length
 
     def _read_or_empty(self, address, size):
         try:

@@ -31,3 +31,72 @@ def test_if_refuses_a_huge_string_or_tuple_before_making_it(debugger):
         "tuple of 2000000000 items (at most 10000)\n" in out
     )
     assert "ovf: first non-finite value (inf) at batch 2" in out, out
+
+
+def test_thresholds_a_double_cannot_hold_empty_lists_and_an_empty_if_are_refused(debugger):
+    out = debugger.run(
+        [
+            "ovf watch --above 1e400",
+            "ovf watch --below 1e-400",
+            "ovf trace-batches 1,,3",
+            "ovf watch --batches 1,3,",
+            "ovf break-on-nan --if ''",
+            "ovf break-on-nan --if '  '",
+            "ovf status",
+        ],
+        program=[PYTHON, SCRIPT, *DIVERGE],
+        timeout=60,
+    )
+    assert (
+        "ovf watch: argument --above: '1e400' reads as inf in a double: give 0 or a magnitude "
+        "from 5e-324 to 1.8e+308\n" in out
+    )
+    assert (
+        "ovf watch: argument --below: '1e-400' reads as 0.0 in a double: give 0 or a magnitude "
+        "from 5e-324 to 1.8e+308\n" in out
+    )
+    # as `python3 -m ovf --trace-batches 1,,3` says it (tests/python/test_hostile_options.py)
+    assert (
+        "ovf trace-batches: argument LIST: '1,,3' has an empty batch number: give batch "
+        "numbers separated by single commas, e.g. 1,3\n" in out
+    )
+    assert (
+        "ovf watch: argument --batches: '1,3,' has an empty batch number: give batch "
+        "numbers separated by single commas, e.g. 1,3\n" in out
+    )
+    empty = (
+        "ovf: --if is empty: give an expression over the event's fields, e.g. "
+        "--if 'absmax > 1e4', or leave --if out\n"
+    )
+    assert out.count(empty) == 2, out
+    assert "debugger: nothing armed" in out
+
+
+LONG_NAMES = """
+import torch
+from torch import nn
+
+LONG = "n" * (1 << 20)
+model = nn.Sequential()
+model.add_module("first", nn.Linear(2, 2))
+model.add_module(LONG, nn.Linear(2, 2))
+globals()["v" * (1 << 20)] = 7
+for batch in range(3):
+    with torch.no_grad():
+        getattr(model, LONG).weight.fill_(1e38 if batch == 2 else 1.0)
+    model(torch.full((1, 2), 1e10))
+"""
+
+
+def test_a_megabyte_module_or_local_name_shows_its_start_and_its_size(debugger, tmp_path):
+    script = tmp_path / "long_names.py"
+    script.write_text(LONG_NAMES)
+    out = debugger.run(
+        ["ovf break-on-nan", "run", "ovf frames 2", "ovf py-locals", "kill"],
+        program=[PYTHON, str(script)],
+    )
+    module = "n" * 200 + "... (a name of 1048576 bytes)"
+    local = "v" * 200 + "... (a name of 1048576 bytes)"
+    assert "<bad name id" not in out and "n" * 201 not in out and "v" * 201 not in out
+    assert f"                  {module} Linear\n" in out, out  # ovf frames
+    assert f"                  {local}: int = 7\n" in out, out  # ovf py-locals

@@ -164,3 +164,40 @@ def test_python_mode_refuses_a_huge_tuple_sized_by_a_field_when_the_event_comes(
         "tuple of 2000000000 items (at most 10000); the event stands\n" in stderr
     )
     assert kib < 1536 << 10, kib
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        # the debuggers' `ovf trace-batches 1,,3` says the same (tests/e2e/test_hostile_inputs.py)
+        (
+            ["--trace-batches", "1,,3"],
+            "ovf: --trace-batches '1,,3' has an empty batch number: give batch numbers "
+            "separated by single commas, e.g. 1,3",
+        ),
+        (
+            ["--trace-batches", "1,3,"],
+            "ovf: --trace-batches '1,3,' has an empty batch number: give batch numbers "
+            "separated by single commas, e.g. 1,3",
+        ),
+        (
+            ["--if", ""],
+            "ovf: --if is empty: give an expression over the event's fields, e.g. "
+            "--if 'absmax > 1e4', or leave --if out",
+        ),
+        (
+            ["--if", " \t "],
+            "ovf: --if is empty: give an expression over the event's fields, e.g. "
+            "--if 'absmax > 1e4', or leave --if out",
+        ),
+    ],
+)
+def test_python_mode_refuses_what_the_debuggers_refuse(options, message):
+    p = subprocess.run(
+        [PYTHON, "-m", "ovf", *options, NAN_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env(),
+    )
+    assert (p.returncode, p.stderr, p.stdout) == (2, message + "\n", "")

@@ -70,7 +70,7 @@ def add_arguments(p):
 
 
 def run(session, args):
-    condition = Condition(args.condition) if args.condition else None
+    condition = Condition(args.condition) if args.condition is not None else None
     a = session.staged()
     a.nan = not args.inf
     a.inf = not args.nan

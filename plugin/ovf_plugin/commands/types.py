@@ -1,7 +1,9 @@
 """argparse types for the commands' arguments; errors read as one line."""
 
 import argparse
+import decimal
 import math
+import sys
 
 # What the runtime's fields hold (ring.h): batch numbers are int64, counts
 # (frames to list) are bounded by what a ring can hold.
@@ -57,13 +59,32 @@ def threshold(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if math.isnan(value) or value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a magnitude (a number >= 0)")
+    # A double cannot hold it: 1e400 arms `> inf`, which never fires, and 1e-400
+    # arms `< 0` in its place, both without a word.
+    if math.isinf(value) or (value == 0 and _nonzero(text)):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} reads as {value!r} in a double: give 0 or a magnitude from "
+            f"{5e-324!r} to {sys.float_info.max:.1e}"
+        )
     return value
+
+
+def _nonzero(text):
+    try:
+        return decimal.Decimal(text.strip()) != 0
+    except decimal.InvalidOperation:  # a form float() reads and Decimal does not
+        return False
 
 
 def batch_list(text):
     """ "1,3,5" -> (1, 3, 5); "off" -> ()."""
     if text.strip().lower() in ("off", "none", ""):
         return ()
+    if any(not part.strip() for part in text.split(",")):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has an empty batch number: give batch numbers separated by single "
+            "commas, e.g. 1,3"
+        )
     batches = tuple(batch_number(part.strip()) for part in text.split(","))
     if len(batches) > 32:
         raise argparse.ArgumentTypeError("at most 32 batches (the runtime's trace list)")

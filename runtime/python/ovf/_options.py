@@ -164,6 +164,12 @@ def from_environment(environ=None):
     device_mode_code(opts["device_mode"], "OVF_DEVICE_MODE")
     max_frames(opts["max_frames_to_save"], "OVF_MAX_FRAMES")
     trace = env.get("OVF_TRACE_BATCHES", "").strip()
+    if any(not part.strip() for part in trace.split(",")) and trace:
+        # as the debuggers' `ovf trace-batches` says it: 1,,3 is a typo, not 1,3
+        raise OptionError(
+            f"ovf: environment variable OVF_TRACE_BATCHES {trace!r} has an empty batch number: "
+            "give batch numbers separated by single commas, e.g. 1,3"
+        )
     if trace:
         opts["trace_batch_nums"] = batch_list(
             [_env_int("OVF_TRACE_BATCHES", t) for t in trace.split(",") if t.strip()],
