@@ -45,12 +45,30 @@ def local_values(ring, names=()):
     out.append(f'ovf: locals of {user.function} ("{user.file}", line {user.line}):')
     out.append(COLUMN_HEADER)
     out += [f"{_values(v)} {_describe(v)}" for v in chosen]
-    if missing:
-        out.append(f"ovf: no local named {', '.join(missing)} in that frame")
+    out += _cut_notes(snap, names, missing)
     event = ring.record(snap.event_seq)
     if not isinstance(event, BadSlot) and event.diagnosis_id != layout.NO_ID:
         out.append(f"ovf: why: {ring.text(event.diagnosis_id)}")
     return "\n".join(out) + "\n"
+
+
+def _cut_notes(snap, names, missing):
+    """What the listing lacks: a frame with more locals than the snapshot keeps is
+    listed in part, and a name it did not keep may still be the frame's."""
+    kept, total = len(snap.locals), snap.frame_locals
+    # A version-1 snapshot did not count them: a full one may have been cut.
+    cut = total > kept if total is not None else kept >= snap.kept
+    if not cut:
+        return [f"ovf: no local named {', '.join(missing)} in that frame"] if missing else []
+    keeps = f"keeps the first {snap.kept} locals of a frame"
+    if not names:
+        more = "maybe more locals" if total is None else f"{total - kept} more locals not kept"
+        return [f"ovf: ... and {more}: the snapshot {keeps}"]
+    if not missing:
+        return []
+    verb = "is" if len(missing) == 1 else "are"
+    has = "" if total is None else f"; this one has {total}"
+    return [f"ovf: {', '.join(missing)} {verb} not in the snapshot (it {keeps}{has})"]
 
 
 def _source_line(path, line):

@@ -11,17 +11,26 @@ from .errors import OvfError
 from .target import TargetMemoryError
 
 MAGIC = 0x50414E532D46564F  # "OVF-SNAP"
-VERSION = 1
+VERSION = 2
 MAX_FRAMES = 64
-MAX_LOCALS = 64
+# Locals kept of the user frame, by version: 1 kept 64 and did not count the rest; 2
+# keeps 256 and says how many the frame had (frame_locals). Cores of both are read.
+LOCALS_KEPT = {1: 64, 2: 256}
+MAX_LOCALS = LOCALS_KEPT[VERSION]
 DIMS = 8
 FLAG_USER = 1
 LOCAL_TENSOR, LOCAL_HAS_STATS, LOCAL_SHAPE_TRUNCATED, LOCAL_VALUE = 1, 2, 4, 8
 
-_HEADER = struct.Struct("<QIIQIIII24x")
+_HEADER = struct.Struct("<QIIQIIIII20x")
 _FRAME = struct.Struct("<IIiI")
 _LOCAL = struct.Struct(f"<IIIBBbB{DIMS}qQQQQQdd")
-SIZE = _HEADER.size + MAX_FRAMES * _FRAME.size + MAX_LOCALS * _LOCAL.size
+
+
+def size_of(version):
+    return _HEADER.size + MAX_FRAMES * _FRAME.size + LOCALS_KEPT[version] * _LOCAL.size
+
+
+SIZE = size_of(VERSION)
 
 Frame = namedtuple("Frame", "file function line user")
 Local = namedtuple(
@@ -31,7 +40,9 @@ Local = namedtuple(
         "pos_inf_count neg_inf_count zero_count abs_min abs_max value"
     ),
 )
-Snapshot = namedtuple("Snapshot", "event_seq thread_id frames locals")
+# kept: how many locals of a frame it keeps; frame_locals: how many the user frame
+# had (None where the snapshot did not count them: version 1)
+Snapshot = namedtuple("Snapshot", "event_seq thread_id frames locals kept frame_locals")
 
 
 def read(ring):
@@ -54,21 +65,24 @@ def read(ring):
         local_count,
         complete,
         thread_id,
+        frame_locals,
     ) = _HEADER.unpack_from(data)
-    if magic != MAGIC or size != SIZE:
+    if magic != MAGIC or (version in LOCALS_KEPT and size != size_of(version)):
         raise OvfError(
             f"ovf: the event snapshot at 0x{address:x} is corrupt (magic 0x{magic:016x},"
             f" {size} bytes)"
         )
-    if version != VERSION:
+    if version not in LOCALS_KEPT:
         raise OvfError(
-            f"ovf: the event snapshot has version {version}; this ovf reads version {VERSION}"
+            f"ovf: the event snapshot has version {version}; this ovf reads versions "
+            f"{', '.join(map(str, LOCALS_KEPT))}"
         )
+    kept = LOCALS_KEPT[version]
     if complete != 1:
         raise OvfError(
             "ovf: the event snapshot was being written when the process stopped; it is incomplete"
         )
-    frame_count, local_count = min(frame_count, MAX_FRAMES), min(local_count, MAX_LOCALS)
+    frame_count, local_count = min(frame_count, MAX_FRAMES), min(local_count, kept)
     frames_data = _read(ring, address + _HEADER.size, frame_count * _FRAME.size)
     base = _HEADER.size + MAX_FRAMES * _FRAME.size
     locals_data = _read(ring, address + base, local_count * _LOCAL.size)
@@ -99,7 +113,8 @@ def read(ring):
                 value,
             )
         )
-    return Snapshot(event_seq, thread_id, frames, local_list)
+    counted = max(frame_locals, local_count) if version >= 2 else None
+    return Snapshot(event_seq, thread_id, frames, local_list, kept, counted)
 
 
 def _read(ring, address, size):

@@ -41,6 +41,7 @@ void take_snapshot(uint64_t event_seq) {
   s.event_seq = event_seq;
   s.frame_count = 0;
   s.local_count = 0;
+  s.frame_locals = 0;
   s.thread_id = static_cast<uint32_t>(syscall(SYS_gettid));
   writer(&s);
   __atomic_store_n(&s.complete, 1u, __ATOMIC_RELEASE);

@@ -133,6 +133,8 @@ void add_locals(ovf_snapshot* s, PyFrameObject* frame) {
     return;
   }
   const Py_ssize_t n = PyList_GET_SIZE(items);
+  // All of them counted, the first OVF_SNAPSHOT_LOCALS kept: a reader can say what it lacks.
+  s->frame_locals = static_cast<uint32_t>(std::min<Py_ssize_t>(n, UINT32_MAX));
   for (Py_ssize_t i = 0; i < n && s->local_count < OVF_SNAPSHOT_LOCALS; ++i) {
     PyObject* item = PyList_GET_ITEM(items, i);
     if (PyTuple_Check(item) && PyTuple_GET_SIZE(item) == 2) {

@@ -100,3 +100,43 @@ def test_a_megabyte_module_or_local_name_shows_its_start_and_its_size(debugger, 
     assert "<bad name id" not in out and "n" * 201 not in out and "v" * 201 not in out
     assert f"                  {module} Linear\n" in out, out  # ovf frames
     assert f"                  {local}: int = 7\n" in out, out  # ovf py-locals
+
+
+def many_locals_script(count):
+    body = "\n".join(f"    v{i} = {i}" for i in range(count))
+    return (
+        "import torch\nfrom torch import nn\n\n\ndef train(model):\n"
+        f"{body}\n    return model(torch.full((1, 2), 1e10))  # inf: 1e38 * 1e10\n\n\n"
+        "model = nn.Linear(2, 2)\nwith torch.no_grad():\n    model.weight.fill_(1e38)\n"
+        "train(model)\n"
+    )
+
+
+def test_py_locals_says_what_the_snapshot_did_not_keep(debugger, tmp_path):
+    """A frame of 301 locals (model, v0 ... v299): the snapshot keeps the first 256
+    (ring.h, OVF_SNAPSHOT_LOCALS) and counts them all; a listing says how many it
+    lacks, and a name it did not keep is not called missing from the frame."""
+    script = tmp_path / "many_locals.py"
+    script.write_text(many_locals_script(300))
+    out = debugger.run(
+        [
+            "ovf break-on-nan",
+            "run",
+            "ovf py-locals",
+            "ovf py-locals v99 v254 v255 v299 nosuch",
+            "kill",
+        ],
+        program=[PYTHON, str(script)],
+    )
+    assert out.count("                  v99: int = 99\n") == 2, out
+    assert out.count("                  v254: int = 254\n") == 2, out
+    assert "v255: int" not in out
+    assert (
+        "ovf: ... and 45 more locals not kept: the snapshot keeps the first 256 locals of a "
+        "frame\n" in out
+    )
+    assert (
+        "ovf: v255, v299, nosuch are not in the snapshot (it keeps the first 256 locals of a "
+        "frame; this one has 301)\n" in out
+    )
+    assert "no local named" not in out

@@ -1,16 +1,24 @@
-"""Hostile options, round three (issue 23), in Python mode and in the evaluator the
+"""Hostile input, round three (issue 23), in Python mode and in the readers the
 debuggers share with it: what an --if expression makes is bounded before it is made,
-and options the debuggers refuse are refused by `python3 -m ovf` in the same words.
-Each case runs in a child process of its own."""
+options the debuggers refuse are refused by `python3 -m ovf` in the same words, and
+`ovf py-locals` says what the event snapshot did not keep. Each run of ovf is a
+child process of its own."""
 
 import json
 import os
+import struct
 import subprocess
+import sys
+from types import SimpleNamespace
 
 import pytest
 from build_paths import PACKAGE_PARENT, PYTHON
+from test_plugin_layout import run_against_ring_h
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "plugin"))
+from ovf_ring import layout, python_stack, snapshot  # noqa: E402
+
 NAN_SCRIPT = os.path.join(HERE, "scripts", "nan_at_batch2.py")
 # An event's fields where the sizes come from: batch and numel as a big run has them.
 FIELDS = {
@@ -201,3 +209,87 @@ def test_python_mode_refuses_what_the_debuggers_refuse(options, message):
         env=env(),
     )
     assert (p.returncode, p.stderr, p.stdout) == (2, message + "\n", "")
+
+
+class SnapshotRing:
+    """What python_stack reads of a ring, around a snapshot made here: one user frame
+    `train` whose first `kept` locals v0, v1, ... are ints, of `total` in the frame."""
+
+    def __init__(self, version, kept, total):
+        self.names = ["train.py", "train", "int"] + [f"v{i}" for i in range(kept)]
+        self.names += [str(i) for i in range(kept)]
+        header = struct.pack(
+            "<QIIQIIIII20x",
+            snapshot.MAGIC,
+            version,
+            snapshot.size_of(version),
+            5,
+            1,
+            kept,
+            1,
+            7,
+            total if version >= 2 else 0,
+        )
+        frames = struct.pack("<IIiI", 0, 1, 9, snapshot.FLAG_USER).ljust(64 * 16, b"\0")
+        local = struct.Struct(f"<IIIBBbB{snapshot.DIMS}qQQQQQdd")
+        values = b"".join(
+            local.pack(3 + i, 2, snapshot.LOCAL_VALUE, 0, 0, -1, 0, 3 + kept + i, *[0] * 14)
+            for i in range(kept)
+        )
+        self.memory = header + frames + values
+        self.header = SimpleNamespace(snapshot_addr=0x1000, last_event_seq=5)
+        self.target = SimpleNamespace(read_memory=self.read_memory)
+
+    def read_memory(self, address, size):
+        return self.memory[address - 0x1000 :][:size]
+
+    def text(self, name_id):
+        return self.names[name_id]
+
+    def record(self, seq):
+        return SimpleNamespace(diagnosis_id=layout.NO_ID)
+
+
+def notes(ring, *names):
+    return [line for line in python_stack.local_values(ring, names).splitlines() if "ovf:" in line]
+
+
+def test_py_locals_says_how_many_locals_a_snapshot_did_not_keep():
+    ring = SnapshotRing(2, 256, 301)
+    listing = python_stack.local_values(ring)
+    assert listing.count(": int = ") == 256 and "v256" not in listing
+    assert notes(ring)[1:] == [
+        "ovf: ... and 45 more locals not kept: the snapshot keeps the first 256 locals of a frame"
+    ]
+    assert notes(ring, "v99", "v300", "nosuch")[1:] == [
+        "ovf: v300, nosuch are not in the snapshot (it keeps the first 256 locals of a frame; "
+        "this one has 301)"
+    ]
+    # a runtime of snapshot version 1 kept 64 and did not count the rest
+    old = SnapshotRing(1, 64, 0)
+    assert notes(old)[1:] == [
+        "ovf: ... and maybe more locals: the snapshot keeps the first 64 locals of a frame"
+    ]
+    assert notes(old, "v99")[1:] == [
+        "ovf: v99 is not in the snapshot (it keeps the first 64 locals of a frame)"
+    ]
+    # a frame kept whole: a name it lacks is not the frame's
+    whole = SnapshotRing(2, 10, 10)
+    assert notes(whole)[1:] == []
+    assert notes(whole, "v3", "v99")[1:] == ["ovf: no local named v99 in that frame"]
+
+
+def test_the_snapshot_reader_has_the_runtime_s_layout(tmp_path):
+    program = (
+        '#include <cstddef>\n#include <cstdio>\n#include "ovf/ring.h"\nint main() {\n'
+        '  std::printf("%zu %zu %u %u\\n", sizeof(ovf_snapshot),'
+        " offsetof(ovf_snapshot, frame_locals), OVF_SNAPSHOT_VERSION, OVF_SNAPSHOT_LOCALS);\n"
+        "}\n"
+    )
+    size, offset, version, kept = map(int, run_against_ring_h(tmp_path, "snap", program).split())
+    assert (size, offset, version, kept) == (
+        snapshot.SIZE,
+        40,
+        snapshot.VERSION,
+        snapshot.MAX_LOCALS,
+    )

@@ -220,9 +220,9 @@ typedef struct ovf_control {
 // string table. Its own layout version; `event_seq` says which event it shows
 // (a reader compares it with last_event_seq); `complete` is written last.
 #define OVF_SNAPSHOT_MAGIC 0x50414e532d46564fULL  // "OVF-SNAP"
-#define OVF_SNAPSHOT_VERSION 1u
+#define OVF_SNAPSHOT_VERSION 2u  // 2: 256 locals and frame_locals (1: 64, no count)
 #define OVF_SNAPSHOT_FRAMES 64u
-#define OVF_SNAPSHOT_LOCALS 64u
+#define OVF_SNAPSHOT_LOCALS 256u  // 35 KB in all, written only at an event
 #define OVF_SNAPSHOT_DIMS 8u
 
 enum ovf_snapshot_frame_flags {
@@ -265,15 +265,16 @@ typedef struct ovf_snapshot_local {
 } ovf_snapshot_local;
 
 typedef struct ovf_snapshot {
-  uint64_t magic;        // 0   OVF_SNAPSHOT_MAGIC
-  uint32_t version;      // 8   OVF_SNAPSHOT_VERSION
-  uint32_t size;         // 12  sizeof(ovf_snapshot)
-  uint64_t event_seq;    // 16  the record of the event it was taken at
-  uint32_t frame_count;  // 24  frames[0] is the innermost
-  uint32_t local_count;  // 28  locals of the frame flagged OVF_SNAP_USER
-  uint32_t complete;     // 32  1 once every field above is written (0 while it is)
-  uint32_t thread_id;    // 36  the OS thread that made the value
-  uint8_t reserved[24];  // 40  room to grow
+  uint64_t magic;         // 0   OVF_SNAPSHOT_MAGIC
+  uint32_t version;       // 8   OVF_SNAPSHOT_VERSION
+  uint32_t size;          // 12  sizeof(ovf_snapshot)
+  uint64_t event_seq;     // 16  the record of the event it was taken at
+  uint32_t frame_count;   // 24  frames[0] is the innermost
+  uint32_t local_count;   // 28  locals of the frame flagged OVF_SNAP_USER
+  uint32_t complete;      // 32  1 once every field above is written (0 while it is)
+  uint32_t thread_id;     // 36  the OS thread that made the value
+  uint32_t frame_locals;  // 40  the user frame's locals, kept or not (v2)
+  uint8_t reserved[20];   // 44  room to grow
   ovf_snapshot_frame frames[OVF_SNAPSHOT_FRAMES];  // 64
   ovf_snapshot_local locals[OVF_SNAPSHOT_LOCALS];  // 64 + 16 * 64 = 1088
 } ovf_snapshot;
@@ -391,8 +392,9 @@ static_assert(offsetof(ovf_snapshot_local, abs_max) == 128, "layout");
 static_assert(offsetof(ovf_snapshot, event_seq) == 16, "layout");
 static_assert(offsetof(ovf_snapshot, complete) == 32, "layout");
 static_assert(offsetof(ovf_snapshot, frames) == 64, "layout");
+static_assert(offsetof(ovf_snapshot, frame_locals) == 40, "layout");
 static_assert(offsetof(ovf_snapshot, locals) == 1088, "layout");
-static_assert(sizeof(ovf_snapshot) == 1088 + 136 * 64, "layout");
+static_assert(sizeof(ovf_snapshot) == 1088 + 136 * OVF_SNAPSHOT_LOCALS, "layout");
 
 static_assert(sizeof(ovf_state_t) == OVF_HEADER_SIZE, "header size is part of the layout");
 static_assert(offsetof(ovf_state_t, layout_version) == 8, "layout");
