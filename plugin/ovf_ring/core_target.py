@@ -114,6 +114,16 @@ class CoreTarget(Target):
     def close(self):
         self._file.close()
 
+    def cut_short(self):
+        """The line that says the file is shorter than its program headers promise,
+        or "": postmortem prints it as an error, the debuggers above their listing."""
+        if self.size >= self.expected_size:
+            return ""
+        return (
+            f"ovf: {self.path} is cut short ({self.size} of {self.expected_size} bytes); "
+            "what it lacks shows as unreadable"
+        )
+
     # ------------------------------------------------------------ Target
 
     def kind(self):

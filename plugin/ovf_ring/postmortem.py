@@ -65,12 +65,8 @@ def open_core(path):
         core.error = f"ovf: {path}{cut}: {why}"
         core.close()
         return core
-    if target.size < target.expected_size:
-        # What is there is still shown, but a partial core is an error all the same.
-        core.error = (
-            f"ovf: {path} is cut short ({target.size} of {target.expected_size} bytes); "
-            "what it lacks shows as unreadable"
-        )
+    # What is there is still shown, but a partial core is an error all the same.
+    core.error = target.cut_short()
     seq = core.ring.header.first_nonfinite_seq
     if seq != layout.NO_SEQ:
         record = core.ring.record(seq)
