@@ -24,6 +24,15 @@ class GdbTarget(Target):
         """`gdb PROGRAM CORE` or `gdb -c CORE`: the core gdb was given."""
         return named_core(("-c", "--core", "-core"), positional_core=True)
 
+    def core_file(self):
+        # gdb 14 and later say it; gdb 13 only in `info target`:
+        # "Local core dump file:\n\t`/path/core', file type elf64-x86-64."
+        name = getattr(gdb.selected_inferior().progspace, "core_filename", None)
+        if name:
+            return name
+        m = _CORE_FILE.search(gdb.execute("info target", to_string=True))
+        return m.group(1) if m else None
+
     def read_memory(self, address, size):
         try:
             return gdb.selected_inferior().read_memory(address, size).tobytes()
@@ -56,6 +65,7 @@ class GdbTarget(Target):
         return None
 
 
+_CORE_FILE = re.compile(r"^Local core dump file:\n\t`(.*)', file type ", re.M)
 _SECTION = re.compile(r"^\s*0x([0-9a-f]+) - 0x([0-9a-f]+) is (load\d+\w*)", re.M)
 _MAPPING = re.compile(
     r"^\s*0x([0-9a-f]+)\s+0x([0-9a-f]+)\s+0x[0-9a-f]+\s+0x[0-9a-f]+\s+(?:\S+\s+)?(/\S.*)$", re.M

@@ -58,6 +58,14 @@ class LldbTarget(Target):
         """`lldb -c CORE` / `--core CORE`: the core LLDB was given."""
         return named_core(("-c", "--core"), positional_core=False)
 
+    def core_file(self):
+        process = self._process()
+        get = getattr(process, "GetCoreFile", None)  # LLDB 16 and later
+        if process is None or get is None:
+            return self.unopened_core_path()  # the core named on LLDB's command line
+        spec = get()
+        return spec.fullpath if spec.IsValid() and spec.fullpath else None
+
     def kind(self):
         process = self._process()
         if process is None:

@@ -6,6 +6,7 @@ import struct
 from dataclasses import dataclass, replace
 
 from ovf_ring import layout
+from ovf_ring.core_view import CoreFiles
 from ovf_ring.errors import OvfError
 from ovf_ring.event import last_event, line_fields
 from ovf_ring.frames import frame_at
@@ -45,12 +46,15 @@ class Session:
         self.arming = Arming()
         self.breakpoint = None
         self._package_dirs = package_dirs
+        self._cores = CoreFiles()
 
     def ring(self):
         """The ring as it is now (read afresh: the process may have run since).
-        With no process, a core file named on the debugger's command line that
-        the debugger could not open is read by ovf itself."""
-        if self.target.kind() == "none":
+        A core file is read by ovf itself, as python3 -m ovf.postmortem reads it,
+        and so is, with no process, a core file named on the debugger's command
+        line that the debugger could not open."""
+        kind = self.target.kind()
+        if kind == "none":
             core = self.unopened_core()
             if core is None:
                 raise OvfError(
@@ -60,6 +64,16 @@ class Session:
             ring = locate(core)
             ring.notes.insert(0, core.note)
             return ring
+        if kind == "core":
+            # One reader for every core, postmortem's: the debuggers' own core support
+            # draws a core's edges each its own way (core_view.py).
+            view = self._cores.view(self.target)
+            if view is not None:
+                ring = locate(view, self.wording.library_hint)
+                cut = view.core.cut_short()
+                if cut:
+                    ring.notes.insert(0, cut)
+                return ring
         return locate(self.target, self.wording.library_hint)
 
     def unopened_core(self):

@@ -37,6 +37,11 @@ class Target(abc.ABC):
         """[(start, end, path)] of the writable memory of the process or core,
         for the magic scan when the symbol cannot be found; path may be ""."""
 
+    def core_file(self):
+        """The path of the core file the debugger has open, or None: ovf then
+        reads the ring from that file itself (core_view.py)."""
+        return None
+
     def missing_library(self, name_part):
         """The path of a shared library whose name contains `name_part` that the
         process had loaded but the debugger could not open, or None."""

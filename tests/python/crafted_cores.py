@@ -112,3 +112,41 @@ def endless_scan(path, segments=65534):
         f.write(
             core([(0x1_0000_0000 + i * (16 << 20), 0, 16 << 20) for i in range(segments)], blob)
         )
+
+
+def ring_core(path, ring=True, zeros=()):
+    """A core with no notes at all (no NT_FILE, no loader list): the ring header at
+    0x10000000 in a segment of which only the header's 1024 bytes are in the file, 1 MiB
+    more in memory not dumped (p_filesz < p_memsz), then the string table ("model.layer",
+    "Linear") and 64 records, one frame. `ring`: False leaves the magic out. `zeros`:
+    [(address, MiB, writable)] more segments, all reading the same MiB of zeros."""
+    names = [b"", b"model.layer", b"Linear"]
+    index = b"".join(
+        struct.pack("<II", sum(map(len, names[:i])), len(n)) for i, n in enumerate(names)
+    )
+    arena = b"".join(names)
+    records = frame_record(0, 1, 2).ljust(64 * 192, b"\0")
+    index_at, records_at, arena_at = 0x2000_0000, 0x3000_0000, 0x4000_0000
+    header = ring_header(index_at, arena_at, len(names), len(arena), records_at, 1)
+    if not ring:
+        header = bytes(8) + header[8:]
+    blob = header + index + records + arena
+    segments = [
+        (0x1000_0000, 0, len(header)),
+        (index_at, len(header), len(index)),
+        (records_at, len(header) + len(index), len(records)),
+        (arena_at, len(header) + len(index) + len(records), len(arena)),
+    ]
+    segments += [(address, len(blob), mib << 20) for address, mib, _ in zeros]
+    if zeros:
+        blob += bytes(max(mib for _, mib, _ in zeros) << 20)
+    data = bytearray(core(segments, blob))
+    # Program header i: p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz.
+    first = ELF_HEADER.size
+    struct.pack_into("<Q", data, first + 40, len(header) + (1 << 20))  # p_memsz
+    for i, (_, _, writable) in enumerate(zeros, start=4):
+        if not writable:
+            struct.pack_into("<I", data, first + i * PROGRAM_HEADER.size + 4, 4)
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
