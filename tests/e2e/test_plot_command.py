@@ -2,11 +2,13 @@
 the same stop. The matrix drawn equals the frames `ovf frames --json` lists in the same
 stop, value for value; the files decode at the size the command reports."""
 
+import hashlib
 import json
+import os
 import re
 import xml.etree.ElementTree as ElementTree
 
-from harness import CUT_MARK, DIVERGE, PYTHON, SCRIPT, between
+from harness import CUT_MARK, DIVERGE, PYTHON, SCRIPT, abort_core, between
 from matplotlib import image
 
 
@@ -105,3 +107,24 @@ def test_plot_live_and_on_a_core(debugger, tmp_path):
     }
     assert from_core["marks"] == drawn["marks"]
     assert image.imread(tmp_path / "core.png").shape == pixels.shape
+
+
+def test_plot_never_writes_over_the_open_core(debugger, tmp_path):
+    """Issue 23 item 1: a hard link or a symlink to the core, or the core itself, named as
+    the picture: one line each, the core byte for byte as it was, no scratch file left."""
+    core, _ = abort_core(tmp_path)
+    os.link(core, tmp_path / "hard.png")
+    (tmp_path / "soft.png").symlink_to(core.name)
+    with open(core, "rb") as f:
+        before = hashlib.sha256(f.read()).hexdigest()
+    out = debugger.run(
+        [f"ovf plot {tmp_path / name}" for name in ("hard.png", "soft.png", core.name)], core=core
+    )
+    for name in ("hard.png", "soft.png", core.name):
+        assert (
+            f"ovf plot: {tmp_path / name} is the core this picture is drawn from ({core}): "
+            "not overwritten; choose another file name"
+        ) in out
+    with open(core, "rb") as f:
+        assert hashlib.sha256(f.read()).hexdigest() == before
+    assert sorted(os.listdir(tmp_path)) == sorted([core.name, "hard.png", "soft.png"])

@@ -59,5 +59,8 @@ def run(session, args):
     if not program and target.kind() == "live":
         program = plot.command_line(pid=ring.header.pid)
     options = plot.Options(module=args.module, batches=args.batches, ops=args.ops, last=args.last)
-    drawn, text = plot.plot(ring, os.path.expanduser(args.file), options, program)
+    core = target.unopened_core_path() if target.kind() == "core" else None
+    drawn, text = plot.plot(
+        ring, os.path.expanduser(args.file), options, program, inputs=[core] if core else []
+    )
     return json.dumps(drawn) + "\n" if args.json else text

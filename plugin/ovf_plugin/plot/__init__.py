@@ -36,10 +36,11 @@ __all__ = [
 ]
 
 
-def plot(ring, path, options=None, program=""):
-    """collect + render: the matrix drawn and one line that says what was written."""
+def plot(ring, path, options=None, program="", inputs=()):
+    """collect + render: the matrix drawn and one line that says what was written.
+    `inputs`: the cores the ring is read from, never written over."""
     picture = collect(ring, options, program)
-    drawn = render(picture, path)
+    drawn = render(picture, path, inputs=inputs)
     return drawn, summary(picture, drawn, path)
 
 

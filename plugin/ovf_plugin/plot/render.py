@@ -9,6 +9,7 @@ from ovf_ring import layout
 from ovf_ring.errors import OvfError
 
 from .folding import fold
+from .safe_write import checked_target, write_picture
 
 TOP_SERIES = 5  # modules in the lower panel
 
@@ -73,11 +74,13 @@ def _same_line(a, b, decades=0.05):
     )
 
 
-def render(picture, path, dpi=100):
+def render(picture, path, dpi=100, inputs=()):
     """Draws `picture` into `path` (.png, .svg or .pdf) and returns what it
     drew: {"rows", "columns", "values" (abs max per row and column, None where
     no record or no finite value), "nonfinite", "marks", "series", "size"
-    (width and height in pixels at `dpi`)}."""
+    (width and height in pixels at `dpi`)}. `inputs`: the files the picture
+    comes from (cores), which `path` must not be (safe_write)."""
+    checked_target(path, inputs)
     fmt = os.path.splitext(path)[1].lower().lstrip(".")
     if fmt not in FORMATS:
         raise OvfError(f"ovf plot: {path}: the file name must end in .png, .svg or .pdf")
@@ -282,7 +285,7 @@ def render(picture, path, dpi=100):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a glyph the font lacks is no reason to fail
         try:
-            fig.savefig(path, format=fmt, dpi=dpi)
+            write_picture(path, lambda out: fig.savefig(out, format=fmt, dpi=dpi), inputs)
         except OSError as e:
             raise OvfError(f"ovf plot: cannot write {path}: {e.strerror or e}") from None
     return {

@@ -89,6 +89,18 @@ def _count(text):
     return int(text)
 
 
+def plot_name_ok(path):
+    """Whether `--plot FILE` names a picture: refused in one line before any core
+    is read, not after a listing (an empty name drew nothing, without a word)."""
+    if not path.strip():
+        print("ovf: --plot needs a file name, e.g. --plot ovf-plot.png", file=sys.stderr)
+        return False
+    if os.path.splitext(path)[1].lower() not in (".png", ".svg", ".pdf"):
+        print(f"ovf: --plot {path}: the file name must end in .png, .svg or .pdf", file=sys.stderr)
+        return False
+    return True
+
+
 def plot_cores(cores, args, out):
     """Draws each readable core; the lines saying what was written go to `out`,
     errors to stderr. Returns True if every picture was drawn."""
@@ -112,7 +124,7 @@ def plot_cores(cores, args, out):
         written.add(path)
         program = plot.script_of(core.ring) or plot.command_line(core=core.path)
         try:
-            _, text = plot.plot(core.ring, path, options, program)
+            _, text = plot.plot(core.ring, path, options, program, [c.path for c in cores])
         except OvfError as e:
             print(f"{e} ({core.path})", file=sys.stderr)
             ok = False

@@ -84,6 +84,8 @@ def main(argv=None):
             file=sys.stderr,
         )
         return 2
+    if args.plot is not None and not _plot.plot_name_ok(args.plot):
+        return 2
     cores = []
     try:
         cores = [postmortem.open_core(path) for path in args.cores]
@@ -95,7 +97,8 @@ def main(argv=None):
                     print(core.error, file=sys.stderr)
         else:
             _report(postmortem, cores, args.frames, args.python)
-        if args.plot and not _plot.plot_cores(cores, args, sys.stderr if args.json else sys.stdout):
+        said = sys.stderr if args.json else sys.stdout
+        if args.plot is not None and not _plot.plot_cores(cores, args, said):
             return 2
     except BrokenPipeError:  # `... | head`: the reader has what it wanted
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - so that the exit's flush does not fail again
