@@ -290,7 +290,7 @@ uint32_t Monitor::detect(const Committed& span, const ovf_record* records, uint3
     ovf_state.last_event_seq = span.first;
     ovf_state.last_event_kind = events;
     ovf_state.last_event_late = judging_late_ ? 1 : 0;
-    ovf_stop_event(find_record(span.first), events);
+    reach_stop_hook(find_record(span.first), events);
   }
   return events;
 }

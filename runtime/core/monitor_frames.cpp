@@ -189,7 +189,7 @@ Response Monitor::finish_frame(FrameBuilder& frame) {
       ovf_state.last_event_seq = done.first;
       ovf_state.last_event_kind = OVF_STOP_ABORT_AFTER;
       ovf_state.last_event_late = 0;
-      ovf_stop_event(find_record(done.first), OVF_STOP_ABORT_AFTER);
+      reach_stop_hook(find_record(done.first), OVF_STOP_ABORT_AFTER);
     }
     out.action = Action::kRaise;
     out.events |= OVF_STOP_ABORT_AFTER;

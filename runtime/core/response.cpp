@@ -121,6 +121,10 @@ uint32_t effective_on_event() {
   return own;
 }
 
+void reach_stop_hook(const ovf_record* record, uint32_t events) {
+  if (traced()) ovf_stop_event(record, events);
+}
+
 bool enable_core_dumps() {
   rlimit limit;
   if (getrlimit(RLIMIT_CORE, &limit) != 0) return false;

@@ -7,6 +7,8 @@
 #include <functional>
 #include <string>
 
+struct ovf_record;
+
 namespace ovf {
 
 enum class Action {
@@ -47,6 +49,12 @@ WaitEnd wait_for_release(const std::function<bool()>& interrupted, double timeou
 // CONTINUE set by a debugger that is gone (no tracer: detached, or killed at a
 // stop) gives way to the process's own choice (ovf_state.own_on_event).
 uint32_t effective_on_event();
+
+// Calls ovf_stop_event(record, events), where a debugger's breakpoint stops
+// the process, only while a tracer is attached: a debugger killed with
+// SIGKILL leaves its breakpoint's trap instruction in the code, and reaching
+// it without a tracer would kill the training with SIGTRAP.
+void reach_stop_hook(const ovf_record* record, uint32_t events);
 
 // Lifts the soft core-size limit to the hard one; false when cores stay off.
 bool enable_core_dumps();

@@ -1,0 +1,99 @@
+"""A debugger killed while it waits at `continue` never kills the training (issue 23
+item 2): gdb (or LLDB) attaches to `python3 -m ovf --on-nan warn`, arms `ovf
+break-on-nan`, continues, and is SIGKILLed. Its breakpoint's trap instruction stays in
+ovf_stop_event's code; the runtime, seeing no tracer (TracerPid 0), never reaches it,
+and the NaN that follows is answered by the process's own mode: the warn report, then
+the rest of the run, exit status 0."""
+
+import os
+import signal
+import subprocess
+import time
+
+from harness import GDB_SCRIPT, LLDB_SCRIPT, PYTHON, clean_env
+from build_paths import PACKAGE_PARENT
+
+TRAIN = """\
+import os, sys, time
+import torch
+from torch import nn
+
+class Log(nn.Module):
+    def forward(self, x):
+        return torch.log(x)
+
+net = nn.Sequential(nn.Linear(3, 3), Log())
+with torch.no_grad():
+    net[0].weight.fill_(0.1)
+    net[0].bias.zero_()
+print("ready", flush=True)
+while not os.path.exists(sys.argv[1]):
+    net(torch.ones(2, 3) + 100.0)
+    time.sleep(0.05)
+for _ in range(2):
+    net(torch.ones(2, 3) - 100.0)  # log(-29.7): NaN
+print("training finished", flush=True)
+"""
+
+
+def _argv(name, pid):
+    if name == "gdb":
+        return ["gdb", "-batch", "-nx", "-iex", "set debuginfod enabled off", "-x", GDB_SCRIPT,
+                "-ex", "ovf break-on-nan", "-ex", "continue", "-p", str(pid)]
+    return ["lldb-19", "--no-lldbinit", "-b", "-O", f"command script import {LLDB_SCRIPT}",
+            "-o", "ovf break-on-nan", "-o", "continue", "-p", str(pid)]  # fmt: skip
+
+
+def _tracer(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("TracerPid:"))
+
+
+def _state(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def _wait_for(predicate, timeout=60):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_a_killed_debugger_leaves_the_process_its_own_mode(debugger, tmp_path):
+    script, go = tmp_path / "train.py", tmp_path / "go"
+    script.write_text(TRAIN)
+    train = subprocess.Popen(
+        [PYTHON, "-m", "ovf", "--on-nan", "warn", str(script), str(go)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(PYTHONPATH=PACKAGE_PARENT),
+    )
+    log = tmp_path / "debugger.log"
+    try:
+        assert train.stdout.readline() == "ready\n"
+        with open(log, "w") as out:
+            attached = subprocess.Popen(
+                _argv(debugger.name, train.pid),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=clean_env(),
+                start_new_session=True,
+            )
+        _wait_for(lambda: f"ovf: the running process (pid {train.pid}) is armed" in log.read_text())
+        _wait_for(lambda: _state(train.pid) != "t")  # `continue` ran: no longer in a trace stop
+        tracer = _tracer(train.pid)
+        assert tracer != 0
+        os.killpg(attached.pid, signal.SIGKILL)  # the debugger and what it started
+        attached.wait(timeout=30)
+        _wait_for(lambda: _tracer(train.pid) == 0)
+        go.touch()
+        stdout, stderr = train.communicate(timeout=120)
+    finally:
+        train.kill()
+    assert train.returncode == 0, (train.returncode, stderr[-2000:], log.read_text())
+    lines = stdout.splitlines()
+    assert "Detected inf/nan during batch_number=" in stdout
+    assert lines[-1] == "training finished"
