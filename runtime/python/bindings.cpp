@@ -188,7 +188,9 @@ PYBIND11_MODULE(_ovf, m) {
   m.def("stop_session", [] { ovf::Monitor::instance().stop_session(); });
   m.def("flush_device_frames", &ovf::flush_device_frames,
         "Waits for every frame whose device statistics are on their way and judges it "
-        "(the end of a session, the process's exit): prints what it reports, never raises.");
+        "(the end of a session, the process's exit): prints what it reports, never raises; "
+        "returns the exit status due (1: a raise no code is left to raise, 130: Ctrl-C "
+        "ended a wait, 0: none).");
   m.def("cuda_backend_built", &ovf::cuda_backend_built,
         "Whether this build holds the CUDA statistics backend (its torch glue).");
   m.attr("DEVICE_MODES") = py::dict(py::arg("fast") = int(OVF_DEVICE_MODE_FAST),

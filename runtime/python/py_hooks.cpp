@@ -423,8 +423,21 @@ bool detect_overflow(py::handle var, const std::string& ctx) {
   return found;
 }
 
-void flush_device_frames() {
-  guarded([] { act(Monitor::instance().flush_device_frames(/*can_raise=*/false)); });
+int flush_device_frames() {
+  int status = 0;
+  guarded([&status] {
+    try {
+      act(Monitor::instance().flush_device_frames(/*can_raise=*/false));
+    } catch (const py::error_already_set& e) {
+      if (!e.matches(PyExc_KeyboardInterrupt)) throw;
+      PyErr_Clear();
+      status = 130;  // the shell's status of a program Ctrl-C ended
+      return;
+    }
+    uint64_t batch = 0;
+    if (Monitor::instance().take_pending_raise(&batch)) status = 1;
+  });
+  return status;
 }
 
 }  // namespace ovf

@@ -48,8 +48,10 @@ void after_optimizer_step(pybind11::handle optimizer);
 void deliver_pending_raise();
 
 // Waits for the frames whose device statistics are on their way and acts on
-// their events without raising (the session's end, atexit).
-void flush_device_frames();
+// their events without raising (the session's end, atexit). Returns the exit
+// status the answer asks of a program that is ending: 1 when a raise was due
+// (no Python code is left to raise it in), 130 when Ctrl-C ended a wait, else 0.
+int flush_device_frames();
 
 // ovf.detect_overflow(var, ctx).
 bool detect_overflow(pybind11::handle var, const std::string& ctx);

@@ -198,7 +198,11 @@ def main(argv=None):
     sys.argv = [args.script] + args.args
     sys.path[0] = os.path.dirname(os.path.abspath(args.script))
     runpy.run_path(args.script, run_name="__main__")
-    return 0
+    from . import _hooks
+
+    # Judged here, not in an exit handler, so that a non-finite value found only
+    # now still makes the exit status non-zero the usual way.
+    return _hooks.judge_pending()
 
 
 if __name__ == "__main__":

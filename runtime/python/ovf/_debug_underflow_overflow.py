@@ -169,10 +169,16 @@ class DebugUnderflowOverflow:
         elif _active is self:
             _ovf.set_control(observe=0)
             _ovf.sync_op_observer()
-            _ovf.flush_device_frames()  # frames whose device statistics are on their way
+            # Frames whose device statistics are on their way: a raise they call
+            # for is raised here, once the session is closed.
+            status = _ovf.flush_device_frames()
             _ovf.stop_session()
             _ovf.clear_modules()
             _active = None
+            if status == 1:
+                raise _hooks.NonFiniteError()
+            if status == 130:
+                raise KeyboardInterrupt
 
 
 def detect_overflow(var, ctx):

@@ -3,6 +3,7 @@ naming modules for the runtime, and the forward hook (every tensor of a forward,
 keyword inputs too; or, for the drop-in report, what the reference's hooks see)."""
 
 import atexit
+import os
 import sys
 
 from . import _compile, _ovf
@@ -42,8 +43,36 @@ def hooks_installed():
         sys.setrecursionlimit(sys.getrecursionlimit() * 3 // 2)
         # Frames whose device statistics are still on their way when the program
         # ends are judged before it does (fast device mode): nothing is left unread.
-        atexit.register(_ovf.flush_device_frames)
+        atexit.register(_exit_as_judged)
         _deepened = True
+
+
+# What an ending program is told when the answer to an event came too late for
+# its code to act on: the exit status says so, as a raise or Ctrl-C would have.
+_EXIT_LINES = {
+    1: "ovf: non-finite values were found after the program's last check (the report above); "
+    "exit status 1, as the raise would have given",
+    130: "ovf: the wait for a debugger was interrupted (Ctrl-C); exit status 130",
+}
+
+
+def judge_pending():
+    """Judges what is still on its way (fast device mode's last frames, a raise
+    decided at an op that no later hook delivered); returns the exit status due
+    (0: none) after printing the line that explains it."""
+    status = _ovf.flush_device_frames()
+    if status:
+        sys.stdout.flush()
+        print(_EXIT_LINES[status], file=sys.stderr, flush=True)
+    return status
+
+
+def _exit_as_judged():
+    # An exit handler cannot change the interpreter's exit status: only leaving
+    # now can (the exit handlers registered before ovf's, torch's own, are skipped).
+    status = judge_pending()
+    if status:
+        os._exit(status)
 
 
 def watch(module, name, is_root, step_root=False):
