@@ -72,7 +72,8 @@ def real_core(tmp_path_factory):
 def test_a_full_real_core(debugger, real_core):
     core, _ = real_core
     lines = assert_agree(debugger, core)
-    assert lines[0] == f"Last {FRAMES} forward frames:" and lines[-1] == "     inf      inf output"
+    # (A note may come first: a ring found by scanning where the build changed meanwhile.)
+    assert f"Last {FRAMES} forward frames:" in lines and lines[-1] == "     inf      inf output"
 
 
 def test_a_real_core_cut_right_after_the_ring_header(debugger, real_core, tmp_path):
