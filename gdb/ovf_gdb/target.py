@@ -25,11 +25,11 @@ class GdbTarget(Target):
         return named_core(("-c", "--core", "-core"), positional_core=True)
 
     def core_file(self):
-        # gdb 14 and later say it; gdb 13 only in `info target`:
+        # gdb 17 says it (Inferior.corefile); gdb 13 and 16 only in `info target`:
         # "Local core dump file:\n\t`/path/core', file type elf64-x86-64."
-        name = getattr(gdb.selected_inferior().progspace, "core_filename", None)
-        if name:
-            return name
+        core = getattr(gdb.selected_inferior(), "corefile", None)
+        if core is not None and getattr(core, "filename", None):
+            return core.filename
         m = _CORE_FILE.search(gdb.execute("info target", to_string=True))
         return m.group(1) if m else None
 
