@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "control.h"
@@ -51,6 +52,8 @@ std::string Monitor::start_session(const SessionOptions& o) {
   for (int64_t b : o.trace_batch_nums) {
     if (b < 0) return "trace_batch_nums must hold batch numbers >= 0 (batches are 0-indexed)";
   }
+  const std::string refused = take_load_refusal();
+  if (!refused.empty()) std::fprintf(stderr, "%s\n", refused.c_str());
   ovf_control& c = ovf_state.control;
   // A session starts from the reference's behaviour: whatever an earlier
   // session or a debugger set (stop bits, filters, thresholds, ops) is reset.

@@ -2,10 +2,13 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <mutex>
+#include <utility>
 #include <unordered_map>
 
 #include "ring_writer.h"
@@ -59,12 +62,39 @@ void add_string_locked(std::string_view text) {
 // A forked child (a DataLoader worker) is another process: its ring says so.
 void refresh_identity_after_fork() { ovf_state.pid = static_cast<int32_t>(getpid()); }
 
+std::string& load_refusal() {
+  static auto* text = new std::string();  // never destroyed: read at any session start
+  return *text;
+}
+
 __attribute__((constructor)) void initialise_at_load() {
   pthread_atfork(nullptr, nullptr, &refresh_identity_after_fork);
   RingConfig config;
   const int capacity = env_int("OVF_RING_CAPACITY", 0);
   if (capacity > 0) config.record_capacity = static_cast<uint32_t>(capacity);
-  ring_configure(config);
+  if (config.record_capacity != kDefaultRecordCapacity && ring_configure(config).empty()) return;
+  if (config.record_capacity != kDefaultRecordCapacity) {
+    // Said when a session starts (take_load_refusal): Python's options refuse
+    // the variable themselves before one does, in one line of their own.
+    load_refusal() = "ovf: OVF_RING_CAPACITY=" + std::to_string(capacity) + " " +
+                     ring_capacity_refusal(config.record_capacity) + "; the ring keeps " +
+                     std::to_string(kDefaultRecordCapacity) + " records";
+  }
+  ring_configure(RingConfig{});
+}
+
+std::string gib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GiB", bytes / double(1ull << 30));
+  return text;
+}
+
+// Anonymous memory the kernel fills with zeros on first touch: a ring costs
+// only the records written, not its capacity, until it wraps.
+void* map_zeroed(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
 }
 
 }  // namespace
@@ -75,23 +105,42 @@ uint64_t now_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+std::string take_load_refusal() {
+  std::lock_guard<std::mutex> lock(g_names_mutex);
+  return std::exchange(load_refusal(), std::string());
+}
+
+std::string ring_capacity_refusal(uint32_t capacity) {
+  const uint64_t records = round_up_pow2(capacity < 64 ? 64 : capacity);
+  const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  const double bytes = double(records) * OVF_RECORD_SIZE;
+  if (memory <= 0 || bytes <= memory / 2) return "";
+  uint64_t fits = 64;
+  while (double(fits * 2) * OVF_RECORD_SIZE <= memory / 2 && fits < (1u << 30)) fits *= 2;
+  return "would take " + gib(bytes) + " (" + std::to_string(records) + " records of " +
+         std::to_string(OVF_RECORD_SIZE) + " bytes); at most " + std::to_string(fits) +
+         " records fit in half of this machine's " + gib(memory) + " of memory";
+}
+
 std::string ring_configure(const RingConfig& config) {
   std::lock_guard<std::mutex> lock(g_names_mutex);
   const uint32_t capacity =
       round_up_pow2(config.record_capacity < 64 ? 64 : config.record_capacity);
+  if (ovf_state.magic == OVF_MAGIC && capacity == ovf_state.record_capacity) return "";
+  const std::string refusal = ring_capacity_refusal(capacity);
+  if (!refusal.empty()) return "a ring of " + std::to_string(capacity) + " records " + refusal;
   if (ovf_state.magic == OVF_MAGIC) {
-    if (capacity == ovf_state.record_capacity) return "";
     if (load_write_seq() != 0) {
       return "the ring already holds records; set its capacity before the first hook runs "
              "(environment variable OVF_RING_CAPACITY)";
     }
-    free(reinterpret_cast<void*>(ovf_state.records_addr));
+    munmap(reinterpret_cast<void*>(ovf_state.records_addr),
+           static_cast<size_t>(ovf_state.record_capacity) * OVF_RECORD_SIZE);
     ovf_state.records_addr = 0;
   }
-  void* records = aligned_alloc(64, static_cast<size_t>(capacity) * OVF_RECORD_SIZE);
+  void* records = map_zeroed(static_cast<size_t>(capacity) * OVF_RECORD_SIZE);
   if (records == nullptr)
     return "cannot allocate the ring (" + std::to_string(capacity) + " records)";
-  memset(records, 0, static_cast<size_t>(capacity) * OVF_RECORD_SIZE);
   ovf_state.records_addr = reinterpret_cast<uint64_t>(records);
   ovf_state.record_capacity = capacity;
   if (ovf_state.magic == OVF_MAGIC) return "";  // names and identity were set up already

@@ -25,6 +25,16 @@ struct RingConfig {
   uint32_t names_arena_bytes = kDefaultNamesArenaBytes;
 };
 
+// Why a ring of `capacity` records (rounded up to a power of two) is refused,
+// or "" when it fits in half of this machine's memory: the ring's pages are
+// touched only as records are written, but a long run writes every one.
+// The text follows the capacity: "would take 24.0 GiB (...); at most N ...".
+std::string ring_capacity_refusal(uint32_t capacity);
+
+// Why the library's load did not take OVF_RING_CAPACITY ("" if it did, or
+// once it was taken): the first session says it.
+std::string take_load_refusal();
+
 // Allocates the ring as configured (OVF_RING_CAPACITY overrides the record
 // capacity) and fills the header. Done at library load; calling it again with a
 // different capacity works only while no record has been written.

@@ -205,6 +205,8 @@ PYBIND11_MODULE(_ovf, m) {
     const std::string error = ovf::ring_configure(config);
     if (!error.empty()) throw py::value_error("ovf: " + error);
   });
+  m.def("ring_capacity_refusal", &ovf::ring_capacity_refusal, py::arg("capacity"),
+        "Why a ring of that many records is too big for this machine, or \"\".");
   m.def("state_address", [] { return reinterpret_cast<uintptr_t>(&ovf_state); });
   m.def("report", [](uint32_t frames) {
     uint32_t found = 0;

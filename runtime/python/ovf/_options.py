@@ -92,7 +92,11 @@ def optional_batch(value, where="abort_after_batch_num"):
 
 def ring_capacity(value, where="ring capacity"):
     low, high = RING_CAPACITY
-    return _integer(value, where, low, high, f"an integer from {low} to {high} (records)")
+    value = _integer(value, where, low, high, f"an integer from {low} to {high} (records)")
+    refusal = _ovf.ring_capacity_refusal(value)  # what this machine's memory holds
+    if refusal:
+        raise OptionError(f"ovf: {where}={value} {refusal}")
+    return value
 
 
 def module_glob(value, where="module"):
