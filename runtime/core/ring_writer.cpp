@@ -8,8 +8,8 @@
 
 #include <cstdio>
 #include <mutex>
-#include <utility>
 #include <unordered_map>
+#include <utility>
 
 #include "ring_writer.h"
 #include "version.h"
@@ -92,8 +92,8 @@ std::string gib(double bytes) {
 // Anonymous memory the kernel fills with zeros on first touch: a ring costs
 // only the records written, not its capacity, until it wraps.
 void* map_zeroed(size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                 -1, 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   return p == MAP_FAILED ? nullptr : p;
 }
 

@@ -10,8 +10,8 @@ import signal
 import subprocess
 import time
 
-from harness import GDB_SCRIPT, LLDB_SCRIPT, PYTHON, clean_env
 from build_paths import PACKAGE_PARENT
+from harness import GDB_SCRIPT, LLDB_SCRIPT, PYTHON, clean_env
 
 TRAIN = """\
 import os, sys, time
@@ -38,8 +38,21 @@ print("training finished", flush=True)
 
 def _argv(name, pid):
     if name == "gdb":
-        return ["gdb", "-batch", "-nx", "-iex", "set debuginfod enabled off", "-x", GDB_SCRIPT,
-                "-ex", "ovf break-on-nan", "-ex", "continue", "-p", str(pid)]
+        return [
+            "gdb",
+            "-batch",
+            "-nx",
+            "-iex",
+            "set debuginfod enabled off",
+            "-x",
+            GDB_SCRIPT,
+            "-ex",
+            "ovf break-on-nan",
+            "-ex",
+            "continue",
+            "-p",
+            str(pid),
+        ]
     return ["lldb-19", "--no-lldbinit", "-b", "-O", f"command script import {LLDB_SCRIPT}",
             "-o", "ovf break-on-nan", "-o", "continue", "-p", str(pid)]  # fmt: skip
 
