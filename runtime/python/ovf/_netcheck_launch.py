@@ -14,6 +14,10 @@ import time
 RANK_LINE = re.compile(r"^ovf netcheck: rank (\d+) of (\d+) on .*?: (OK|FAILED): ")
 TEE_PREFIX = re.compile(r"^\[[\w.-]*\]:")  # torch's --tee: "[default0]:"
 LAUNCH_GRACE_S = 120  # on top of the ranks' own bounds: start-up, imports, teardown
+# What one rank holds once torch is imported and its process group is up (pip's CUDA
+# torch measured 635 MiB of RSS on the CPU): the bound on the ranks one host can start.
+RANK_MIB = 640
+STOP_GRACE_S = 10  # how long the ranks get to leave after SIGTERM before SIGKILL
 
 
 def launcher_argv(args, log_dir, port):
@@ -90,6 +94,15 @@ def launch(args):
     line in rank order, the hints they gave, and one verdict line; 0 when every
     rank passed."""
     n = args.nproc_per_node
+    fits = ranks_that_fit()
+    if n > fits:
+        print(
+            f"ovf netcheck: --nproc-per-node {n}: this host has memory for {fits} ranks "
+            f"(each takes about {RANK_MIB} MiB with torch loaded; "
+            f"{_available_mib() / 1024:.1f} GiB available): give at most {fits}",
+            file=sys.stderr,
+        )
+        return 2
     passed, failed, other, results = set(), set(), [], []
     with tempfile.TemporaryDirectory(prefix="ovf-netcheck-") as log_dir:
         argv = launcher_argv(args, log_dir, _free_port())
@@ -112,6 +125,9 @@ def launch(args):
             return 2
         deadline = time.monotonic() + 5 * args.timeout + LAUNCH_GRACE_S
         timer = _Alarm(deadline, proc)
+        # The ranks run in a session of their own: a signal that ends this front
+        # end must end them too, or they go on as orphans.
+        previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
         try:
             for raw in proc.stdout:
                 line = TEE_PREFIX.sub("", raw.rstrip("\n"))
@@ -125,15 +141,17 @@ def launch(args):
                 elif line.strip():
                     other.append(line)
             status = proc.wait()
-        except KeyboardInterrupt:
-            _kill_group(proc, signal.SIGTERM)
-            proc.wait()
+        except (KeyboardInterrupt, _Interrupted) as e:
+            _end_tree(proc)
             for _, line in sorted(results, key=lambda result: result[0]):
                 print(line)
-            print("ovf netcheck: FAILED: interrupted", flush=True)
+            why = f" by {e}" if isinstance(e, _Interrupted) else ""
+            print(f"ovf netcheck: FAILED: interrupted{why}", flush=True)
             return 1
         finally:
             timer.cancel()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     hints = [line for line in other if line.startswith("ovf netcheck: ")]
     for _, line in sorted(results, key=lambda result: result[0]):  # rank order
         print(line)
@@ -163,8 +181,78 @@ def launch(args):
     return 1
 
 
+class _Interrupted(Exception):
+    """SIGTERM or SIGHUP reached the front end; the text names it."""
+
+
+def _interrupt(signum, frame):
+    raise _Interrupted(signal.Signals(signum).name)
+
+
+def _available_mib():
+    with open("/proc/meminfo") as f:
+        fields = dict(line.split(":", 1) for line in f)
+    return int(fields["MemAvailable"].split()[0]) // 1024
+
+
+def ranks_that_fit():
+    """How many ranks this host's available memory holds (at least 1)."""
+    return max(1, _available_mib() // RANK_MIB)
+
+
 def _rank_list(ranks):
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+
+
+def _tree(pid):
+    """The processes under `pid` at any depth: torch's launcher may start its ranks
+    outside its own process group, where a signal to the group does not reach."""
+    out, todo = [], [pid]
+    while todo:
+        try:
+            with open(f"/proc/{todo[0]}/task/{todo[0]}/children") as f:
+                found = [int(p) for p in f.read().split()]
+        except OSError:
+            found = []
+        todo = todo[1:] + found
+        out += found
+    return out
+
+
+def _end_tree(proc):
+    """SIGTERM to the launcher and every rank (a rank in a blocking call may not
+    act on it), SIGKILL to what is left after STOP_GRACE_S. The ranks are listed
+    first: once the launcher is gone they are no longer found under it."""
+    ranks = _tree(proc.pid)
+    _kill_group(proc, signal.SIGTERM)
+    for pid in ranks:
+        _signal(pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc, signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + STOP_GRACE_S
+    while any(_running(pid) for pid in ranks) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in ranks:
+        if _running(pid):
+            _signal(pid, signal.SIGKILL)
+
+
+def _running(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _signal(pid, sig):
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def _kill_group(proc, sig):

@@ -1,0 +1,91 @@
+"""python3 -m ovf.netcheck --nproc-per-node N as a hostile user drives it (issue 23
+item 6): more ranks than this host's memory holds are refused in one line before any
+process starts (4096 spawned 311 ranks and 12 GB in a minute on 2 cores), and SIGTERM
+or SIGHUP to the front end ends the launcher and every rank with it (they ran on as
+orphans), then says so in the verdict."""
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+from ovf._netcheck_launch import RANK_MIB, ranks_that_fit
+from ranks_harness import PYTHON, env
+
+
+def _descendants(pid):
+    """The live processes under `pid`, at any depth (torch's launcher may start its
+    ranks in sessions of their own)."""
+    out, todo = [], [pid]
+    while todo:
+        try:
+            with open(f"/proc/{todo[0]}/task/{todo[0]}/children") as f:
+                found = [int(p) for p in f.read().split()]
+        except OSError:
+            found = []
+        todo = todo[1:] + found
+        out += found
+    return [p for p in out if _alive(p)]
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_more_ranks_than_memory_holds_are_refused_before_any_starts():
+    started = time.monotonic()
+    out = subprocess.run(
+        [PYTHON, "-m", "ovf.netcheck", "--nproc-per-node", "4096", "--backend", "gloo"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env(),
+    )
+    assert (out.returncode, out.stdout) == (2, "")
+    fits = ranks_that_fit()
+    assert fits < 4096
+    assert re.fullmatch(
+        rf"ovf netcheck: --nproc-per-node 4096: this host has memory for {fits} ranks "
+        rf"\(each takes about {RANK_MIB} MiB with torch loaded; \d+\.\d GiB available\): "
+        rf"give at most {fits}\n",
+        out.stderr,
+    ), out.stderr
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_to_the_front_end_ends_the_launcher_and_every_rank(sig):
+    front = subprocess.Popen(
+        [PYTHON, "-m", "ovf.netcheck", "--nproc-per-node", "2", "--backend", "gloo"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(),
+    )
+    try:
+        deadline = time.monotonic() + 60
+        started = []
+        while len(started) < 3:  # the launcher and its two ranks
+            assert time.monotonic() < deadline, "the ranks did not start"
+            assert front.poll() is None, front.communicate()
+            time.sleep(0.02)
+            started = _descendants(front.pid)
+        front.send_signal(sig)
+        stdout, _ = front.communicate(timeout=60)
+        assert front.returncode == 1
+        assert stdout.splitlines()[-1] == f"ovf netcheck: FAILED: interrupted by {sig.name}"
+        deadline = time.monotonic() + 15
+        while [p for p in started if _alive(p)]:
+            left = [p for p in started if _alive(p)]
+            assert time.monotonic() < deadline, f"left running: {left}"
+            time.sleep(0.1)
+    finally:
+        front.kill()
+        for pid in _descendants(front.pid):
+            os.kill(pid, signal.SIGKILL)
