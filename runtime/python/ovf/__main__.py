@@ -192,9 +192,10 @@ def main(argv=None):
         from ._torchrun import follow_use_libuv
 
         follow_use_libuv()
-    from . import _auto
+    from . import _auto, _exec_follow
 
     _auto.enable_from_environment()
+    _exec_follow.install()
     sys.argv = [args.script] + args.args
     sys.path[0] = os.path.dirname(os.path.abspath(args.script))
     runpy.run_path(args.script, run_name="__main__")
