@@ -33,6 +33,9 @@ class GdbTarget(Target):
         m = _CORE_FILE.search(gdb.execute("info target", to_string=True))
         return m.group(1) if m else None
 
+    def pid(self):
+        return gdb.selected_inferior().pid or None
+
     def read_memory(self, address, size):
         try:
             return gdb.selected_inferior().read_memory(address, size).tobytes()

@@ -73,6 +73,10 @@ class LldbTarget(Target):
         # An SBProcess says which plugin it comes from: a core file's is a core plugin.
         return "core" if process.GetPluginName() in _CORE_PLUGINS else "live"
 
+    def pid(self):
+        process = self._process()
+        return process.GetProcessID() if process is not None else None
+
     def read_memory(self, address, size):
         process = self._process()
         if process is None:

@@ -78,6 +78,8 @@ def locate(target, library_hint=""):
             if missing:
                 ring.notes.append(f"ovf: the runtime library {missing} was not found" + hint)
             return ring
+    if kind == "live":
+        _raise_if_ended(target)
     if newer:
         raise newer[0]
     if problem is not None:
@@ -90,14 +92,32 @@ def locate(target, library_hint=""):
     if kind == "core":
         raise OvfError(
             "ovf: no ovf ring in this core file (no symbol ovf_state, and no ring "
-            "header in its memory"
-            + (f"; {cut[0].removeprefix('ovf: ')}" if cut else "")
-            + ")"
+            "header in its memory" + (f"; {cut[0].removeprefix('ovf: ')}" if cut else "") + ")"
         )
     raise OvfError(
         "ovf: no ovf runtime in this process (no symbol ovf_state): start it under "
         "`ovf break-on-nan` and `run`, or with `python3 -m ovf`"
     )
+
+
+def _raise_if_ended(target):
+    """A process killed while the debugger held it stopped (SIGKILL from outside,
+    the OOM killer) is a zombie the debugger has not reaped: its memory is gone,
+    which reads as no runtime at all unless said."""
+    pid = target.pid()
+    if not pid:
+        return
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        state = "X"
+    if state in ("Z", "X"):
+        raise OvfError(
+            f"ovf: process {pid} has ended (killed while stopped, or exited): its memory and "
+            "the ring in it are gone; `run` starts it again, and a core file of it, if one "
+            "was written, still holds the ring"
+        )
 
 
 def _scan_order(regions):

@@ -46,3 +46,7 @@ class Target(abc.ABC):
         """The path of a shared library whose name contains `name_part` that the
         process had loaded but the debugger could not open, or None."""
         return None
+
+    def pid(self):
+        """The live process's id on this host, or None (a core, no process)."""
+        return None

@@ -6,6 +6,7 @@ and the NaN that follows is answered by the process's own mode: the warn report,
 the rest of the run, exit status 0."""
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -110,3 +111,33 @@ def test_a_killed_debugger_leaves_the_process_its_own_mode(debugger, tmp_path):
     lines = stdout.splitlines()
     assert "Detected inf/nan during batch_number=" in stdout
     assert lines[-1] == "training finished"
+
+
+KILL_INFERIOR = {  # SIGKILL from outside while the debugger holds the process stopped
+    "gdb": "python import gdb, os, time; os.kill(gdb.selected_inferior().pid, 9); time.sleep(0.5)",
+    "lldb": "script import lldb, os, time; os.kill(lldb.process.GetProcessID(), 9); "
+    "time.sleep(0.5)",
+}
+
+
+def test_a_process_killed_at_a_stop_is_said_to_have_ended(debugger, tmp_path):
+    """Issue 23 item 9: gdb said 'no ovf runtime in this process' about a process that
+    had one and was SIGKILLed at the stop. LLDB still answers from what it read."""
+    script, go = tmp_path / "train.py", tmp_path / "go"
+    script.write_text(TRAIN)
+    go.touch()
+    out = debugger.run(
+        ["ovf break-on-nan", "run", KILL_INFERIOR[debugger.name], "ovf frames", "ovf status"],
+        program=[PYTHON, str(script), str(go)],
+    )
+    assert "no ovf runtime" not in out
+    ended = re.findall(
+        r"ovf: process \d+ has ended \(killed while stopped, or exited\): its memory and the "
+        r"ring in it are gone; `run` starts it again, and a core file of it, if one was "
+        r"written, still holds the ring",
+        out,
+    )
+    if debugger.name == "gdb":
+        assert len(ended) == 2, out
+    else:
+        assert len(ended) in (0, 2), out
