@@ -6,6 +6,7 @@ ovf ring" for both debuggers; a segment dumped only in part (p_filesz < p_memsz)
 ring from LLDB alone."""
 
 import os
+import shutil
 import sys
 
 import pytest
@@ -58,15 +59,19 @@ def assert_agree(debugger, core):
 @pytest.fixture(scope="module")
 def real_core(tmp_path_factory):
     """A kernel core of diverge.py stopped at its inf (abort mode), and the file offset
-    just past its ring's header."""
+    just past its ring's header. Removed after the module's tests, passed or not: pytest's
+    retention policy keeps a module's directory (800 MB here) whatever its tests did."""
     work = tmp_path_factory.mktemp("real")
-    core, _ = abort_core(work)
-    target = CoreTarget(str(core))
     try:
-        end = target.file_offset(locate(target).address) + layout.HEADER_SIZE
+        core, _ = abort_core(work)
+        target = CoreTarget(str(core))
+        try:
+            end = target.file_offset(locate(target).address) + layout.HEADER_SIZE
+        finally:
+            target.close()
+        yield core, end
     finally:
-        target.close()
-    return core, end
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def test_a_full_real_core(debugger, real_core):
