@@ -4,7 +4,8 @@ mask of -inf, nn.MultiheadAttention with a key padding mask, pytorch/examples'
 word_language_model Transformer (its mask is log(tril(ones))), minGPT-style
 left padding, a hand-written loss scaler, hand-written losses, BatchNorm, AdamW.
 One case per run; healthy cases must run to the end, the others go non-finite
-the way it happens to people.
+the way it happens to people. Two healthy cases are in real_models_healthy.py, and
+models whose own code makes no case's first non-finite value in real_models_nets.py.
 
     real_models.py CASE [--oracle]     CASE: see CASES below
 
@@ -14,11 +15,12 @@ or "oracle: none".
 """
 
 import argparse
-import math
 import os
 import sys
 
 import torch
+from real_models_healthy import mha_padding, transformer_log_mask
+from real_models_nets import Discriminator, Images, TinySegmenter
 from torch import nn
 from torch.nn import functional as F
 
@@ -138,46 +140,6 @@ def left_padding():
         print(f"batch {batch} loss {loss.item():.4f}", flush=True)
 
 
-class WordTransformer(nn.Module):
-    """pytorch/examples' word_language_model TransformerModel, shrunk: its causal
-    mask is log(tril(ones)), -inf made by an op from constants alone."""
-
-    def __init__(self, ntoken=32, ninp=16, nhead=2, nhid=32, nlayers=2):
-        super().__init__()
-        self.src_mask = None
-        self.ninp = ninp
-        layer = nn.TransformerEncoderLayer(ninp, nhead, nhid, dropout=0.0)
-        self.encoder = nn.TransformerEncoder(layer, nlayers, enable_nested_tensor=False)
-        self.input_emb = nn.Embedding(ntoken, ninp)
-        self.decoder = nn.Linear(ninp, ntoken)
-
-    def _generate_square_subsequent_mask(self, sz):
-        return torch.log(torch.tril(torch.ones(sz, sz)))
-
-    def forward(self, src):
-        if self.src_mask is None or self.src_mask.size(0) != len(src):
-            self.src_mask = self._generate_square_subsequent_mask(len(src))
-        src = self.input_emb(src) * math.sqrt(self.ninp)
-        output = self.encoder(src, mask=self.src_mask)
-        return F.log_softmax(self.decoder(output), dim=-1)
-
-
-def transformer_log_mask():
-    """word_language_model's training loop on its Transformer: healthy."""
-    model = WordTransformer()
-    for batch in range(3):
-        data = torch.randint(32, (8, 4))  # (sequence, batch), as its batchify makes
-        targets = torch.roll(data, -1, dims=0).view(-1)
-        model.zero_grad()
-        output = model(data)
-        loss = F.nll_loss(output.view(-1, 32), targets)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
-        for p in model.parameters():
-            p.data.add_(p.grad, alpha=-0.1)  # its own SGD, through .data
-        print(f"batch {batch} loss {loss.item():.4f}", flush=True)
-
-
 def hand_scaler():
     """A hand-written dynamic loss scaler, apex style: the scaled gradients are
     cast to float16, an overflow to inf there skips the step and lowers the
@@ -197,23 +159,6 @@ def hand_scaler():
             continue
         for p, g in zip(model.parameters(), grads16, strict=True):
             p.grad = g.float() / scale
-        opt.step()
-        print(f"batch {batch} loss {loss.item():.4f}", flush=True)
-
-
-def mha_padding():
-    """nn.MultiheadAttention with a key padding mask: -inf by design, healthy."""
-    attn = nn.MultiheadAttention(16, 2, batch_first=True)
-    model = nn.ModuleDict({"attn": attn, "out": nn.Linear(16, 4)})
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    for batch in range(3):
-        x = torch.randn(4, 6, 16)
-        pad = torch.zeros(4, 6, dtype=torch.bool)
-        pad[:, 4:] = True
-        y, _ = attn(x, x, x, key_padding_mask=pad)
-        loss = model.out(y[:, :4]).pow(2).mean()
-        opt.zero_grad()
-        loss.backward()
         opt.step()
         print(f"batch {batch} loss {loss.item():.4f}", flush=True)
 
@@ -281,15 +226,6 @@ def standardised(x):
     return (x - mean) / x.std(dim=1, keepdim=True)  # born: siamese_pairs
 
 
-class Discriminator(nn.Module):
-    def __init__(self, size=16):
-        super().__init__()
-        self.main = nn.Sequential(nn.Linear(size, 32), nn.LeakyReLU(0.2), nn.Linear(32, 1))
-
-    def forward(self, x):
-        return torch.sigmoid(self.main(x)).view(-1)
-
-
 class Generator(nn.Module):
     def __init__(self, latent=8, size=16):
         super().__init__()
@@ -353,32 +289,6 @@ def siamese_pairs():
         print(f"batch {batch} loss {loss.item():.4f}", flush=True)
 
 
-class Normalize(nn.Module):
-    """torchvision.transforms.Normalize is a module, called on every sample."""
-
-    def __init__(self, mean, std):
-        super().__init__()
-        self.mean, self.std = mean, std
-
-    def forward(self, x):
-        return (x - self.mean) / self.std
-
-
-class Images(torch.utils.data.Dataset):
-    """Twelve images; image 9 (step 2 at 4 a batch) was saved unscaled (0..255)."""
-
-    def __init__(self):
-        self.transform = Normalize(0.5, 0.25)
-        self.images = torch.rand(12, 16)
-        self.images[9] *= 255.0 * 40
-
-    def __len__(self):
-        return len(self.images)
-
-    def __getitem__(self, i):
-        return self.transform(self.images[i]), i % 4
-
-
 def loader_transforms():
     """A DataLoader whose transform is a module, a hand-written log-likelihood,
     and an evaluation under no_grad after every step: only the trained model's
@@ -396,18 +306,6 @@ def loader_transforms():
             model(torch.rand(2, 16))
             model(torch.rand(2, 16))
         print(f"batch {batch} loss {loss.item():.4f}", flush=True)
-
-
-class TinySegmenter(nn.Module):
-    """A segmentation model's shape: a dict of per-pixel class scores."""
-
-    def __init__(self, classes=3):
-        super().__init__()
-        self.backbone = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU())
-        self.classifier = nn.Conv2d(8, classes, 1)
-
-    def forward(self, x):
-        return {"out": self.classifier(self.backbone(x))}
 
 
 def segmentation_ignore():
