@@ -38,13 +38,15 @@ FRAMES = (
     f" *)&ovf_state + {FRAMES_WRITTEN})')), flush=True)"
 )
 # At the stop: seconds from the event record's timestamp (CLOCK_REALTIME, written by the runtime
-# just before it called ovf_stop_event) to now, i.e. to gdb's prompt after ovf's summary.
+# just before it called ovf_stop_event) to now, i.e. to gdb's prompt after ovf's summary. The
+# record size is the header's (offset 16): a constant 128 read layout 1's records after layout 2
+# made them 192 bytes, and printed a latency of 1.8e9 s.
 LATENCY = (
     "python import struct, time; i = gdb.selected_inferior(); "
     "a = int(gdb.parse_and_eval('(unsigned long)&ovf_state')); h = i.read_memory(a, 64).tobytes(); "
-    "cap, = struct.unpack_from('<I', h, 20); rec, = struct.unpack_from('<Q', h, 24); "
+    "size, cap = struct.unpack_from('<II', h, 16); rec, = struct.unpack_from('<Q', h, 24); "
     "seq, = struct.unpack_from('<Q', h, 56); "
-    "ts, = struct.unpack('<Q', i.read_memory(rec + (seq & (cap - 1)) * 128 + 24, 8).tobytes()); "
+    "ts, = struct.unpack('<Q', i.read_memory(rec + (seq & (cap - 1)) * size + 24, 8).tobytes()); "
     "print('OVF_BENCH_LATENCY', time.time() - ts / 1e9, flush=True)"
 )
 LLDB_EXE = os.environ.get("OVF_LLDB", "lldb-19")
