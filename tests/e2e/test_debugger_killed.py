@@ -12,29 +12,9 @@ import subprocess
 import time
 
 from build_paths import PACKAGE_PARENT
-from harness import GDB_SCRIPT, LLDB_SCRIPT, PYTHON, clean_env
+from harness import GDB_SCRIPT, LLDB_SCRIPT, PYTHON, TOP, clean_env
 
-TRAIN = """\
-import os, sys, time
-import torch
-from torch import nn
-
-class Log(nn.Module):
-    def forward(self, x):
-        return torch.log(x)
-
-net = nn.Sequential(nn.Linear(3, 3), Log())
-with torch.no_grad():
-    net[0].weight.fill_(0.1)
-    net[0].bias.zero_()
-print("ready", flush=True)
-while not os.path.exists(sys.argv[1]):
-    net(torch.ones(2, 3) + 100.0)
-    time.sleep(0.05)
-for _ in range(2):
-    net(torch.ones(2, 3) - 100.0)  # log(-29.7): NaN
-print("training finished", flush=True)
-"""
+LOG_NAN = os.path.join(TOP, "tests", "python", "scripts", "log_nan.py")
 
 
 def _argv(name, pid):
@@ -76,10 +56,9 @@ def _wait_for(predicate, timeout=60):
 
 
 def test_a_killed_debugger_leaves_the_process_its_own_mode(debugger, tmp_path):
-    script, go = tmp_path / "train.py", tmp_path / "go"
-    script.write_text(TRAIN)
+    go = tmp_path / "go"
     train = subprocess.Popen(
-        [PYTHON, "-m", "ovf", "--on-nan", "warn", str(script), str(go)],
+        [PYTHON, "-m", "ovf", "--on-nan", "warn", LOG_NAN, "--wait-for", str(go)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -123,12 +102,11 @@ KILL_INFERIOR = {  # SIGKILL from outside while the debugger holds the process s
 def test_a_process_killed_at_a_stop_is_said_to_have_ended(debugger, tmp_path):
     """Issue 23 item 9: gdb said 'no ovf runtime in this process' about a process that
     had one and was SIGKILLed at the stop. LLDB still answers from what it read."""
-    script, go = tmp_path / "train.py", tmp_path / "go"
-    script.write_text(TRAIN)
+    go = tmp_path / "go"
     go.touch()
     out = debugger.run(
         ["ovf break-on-nan", "run", KILL_INFERIOR[debugger.name], "ovf frames", "ovf status"],
-        program=[PYTHON, str(script), str(go)],
+        program=[PYTHON, LOG_NAN, "--wait-for", str(go)],
     )
     assert "no ovf runtime" not in out
     ended = re.findall(

@@ -3,35 +3,15 @@ replaces itself with `os.execv(sys.executable, ...)` lost ovf without a word and
 NaN went by with exit status 0. The new image runs under ovf with this run's options,
 and one line says that its ring starts empty."""
 
-from build_paths import run_ovf_child
+import os
 
-RESTART = """\
-import os, sys
-import torch
-from torch import nn
+from build_paths import REPO, run_ovf_child
 
-if sys.argv[1:] == ["first"]:
-    print("first image", flush=True)
-    os.execv(sys.executable, [sys.executable, __file__, "second"])
-
-class Log(nn.Module):
-    def forward(self, x):
-        return torch.log(x)
-
-net = nn.Sequential(nn.Linear(3, 3), Log())
-with torch.no_grad():
-    net[0].weight.fill_(0.1)
-    net[0].bias.zero_()
-for batch in range(3):
-    net(torch.ones(2, 3) + (-100.0 if batch == 1 else 100.0))  # batch 1: log(-29.7)
-    print(f"batch {batch} done", flush=True)
-"""
+LOG_NAN = os.path.join(REPO, "tests", "python", "scripts", "log_nan.py")
 
 
-def test_an_exec_goes_on_under_ovf_with_the_same_options(tmp_path):
-    script = tmp_path / "restart.py"
-    script.write_text(RESTART)
-    out = run_ovf_child(["-m", "ovf", str(script), "first"])
+def test_an_exec_goes_on_under_ovf_with_the_same_options():
+    out = run_ovf_child(["-m", "ovf", LOG_NAN, "1", "3", "--exec"])
     assert out.returncode == 1, out.stderr
     lines = out.stdout.splitlines()
     assert lines[:3] == ["first image", "batch 0 done", "output has nans"]
@@ -40,6 +20,7 @@ def test_an_exec_goes_on_under_ovf_with_the_same_options(tmp_path):
     assert errors[0].startswith("ovf: the program execs ")
     assert errors[0].endswith(": ovf goes on in the new program (its ring starts empty)")
     assert errors[-1].startswith("ovf.NonFiniteError: DebugUnderflowOverflow")
-    warn = run_ovf_child(["-m", "ovf", "--on-nan", "warn", str(script), "first"])
+    warn = run_ovf_child(["-m", "ovf", "--on-nan", "warn", LOG_NAN, "1", "3", "--exec"])
     assert warn.returncode == 0, warn.stderr
-    assert warn.stdout.splitlines()[-1] == "batch 2 done"  # warn, not raise: the option went on
+    # warn, not raise: the option went on into the new program
+    assert warn.stdout.splitlines()[-2:] == ["batch 2 done", "training finished"]

@@ -12,7 +12,7 @@ import subprocess
 import textwrap
 
 import pytest
-from build_paths import PACKAGE_PARENT, PYTHON, run_ovf_child
+from build_paths import PACKAGE_PARENT, PYTHON, REPO, run_ovf_child
 
 NEVER = "1000000"
 LATE = (
@@ -20,37 +20,7 @@ LATE = (
     "exit status 1, as the raise would have given"
 )
 
-TRAIN = """\
-import sys
-import torch
-from torch import nn
-
-class Log(nn.Module):
-    def forward(self, x):
-        return torch.log(x)
-
-net = nn.Sequential(nn.Linear(3, 3), Log())
-with torch.no_grad():
-    net[0].weight.fill_(0.1)
-    net[0].bias.zero_()
-if "--api" in sys.argv:
-    import ovf
-    ovf.DebugUnderflowOverflow(net, device_mode="fast")
-last = int(sys.argv[1])
-for batch in range(last + 1):
-    net(torch.ones(2, 3) + (-100.0 if batch == last else 100.0))  # log(-29.7): NaN
-    print(f"batch {batch} done", flush=True)
-print("training finished", flush=True)
-if "--exit-0" in sys.argv:
-    sys.exit(0)
-"""
-
-
-@pytest.fixture
-def train(tmp_path):
-    path = tmp_path / "train.py"
-    path.write_text(TRAIN)
-    return str(path)
+TRAIN = os.path.join(REPO, "tests", "python", "scripts", "log_nan.py")
 
 
 def _lines_after_training(out):
@@ -59,8 +29,8 @@ def _lines_after_training(out):
 
 
 @pytest.mark.parametrize("ending", [[], ["--exit-0"]], ids=["falls-off-its-end", "sys-exit-0"])
-def test_a_nan_in_the_last_batch_found_at_exit_gives_status_1(train, ending):
-    out = run_ovf_child(["-m", "ovf", train, "3", *ending], OVF_TEST_DEFER=NEVER)
+def test_a_nan_in_the_last_batch_found_at_exit_gives_status_1(ending):
+    out = run_ovf_child(["-m", "ovf", TRAIN, "3", "4", *ending], OVF_TEST_DEFER=NEVER)
     assert out.returncode == 1, out.stderr
     after = _lines_after_training(out)
     assert after[1:4] == ["output has nans", "", "Detected inf/nan during batch_number=3"]
@@ -68,34 +38,34 @@ def test_a_nan_in_the_last_batch_found_at_exit_gives_status_1(train, ending):
     assert out.stderr.splitlines() == [LATE]
 
 
-def test_the_api_in_a_plain_script_gives_status_1_too(train):
-    out = run_ovf_child([train, "3", "--api"], OVF_TEST_DEFER=NEVER)
+def test_the_api_in_a_plain_script_gives_status_1_too():
+    out = run_ovf_child([TRAIN, "3", "4", "--api"], OVF_TEST_DEFER=NEVER)
     assert out.returncode == 1, out.stderr
     assert _lines_after_training(out)[3] == "Detected inf/nan during batch_number=3"
     assert out.stderr.splitlines() == [LATE]
 
 
-def test_warn_mode_and_a_healthy_run_still_exit_0(train):
-    warn = run_ovf_child(["-m", "ovf", "--on-nan", "warn", train, "3"], OVF_TEST_DEFER=NEVER)
+def test_warn_mode_and_a_healthy_run_still_exit_0():
+    warn = run_ovf_child(["-m", "ovf", "--on-nan", "warn", TRAIN, "3", "4"], OVF_TEST_DEFER=NEVER)
     assert (warn.returncode, warn.stderr) == (0, "")
     assert _lines_after_training(warn)[3] == "Detected inf/nan during batch_number=3"
-    healthy = run_ovf_child(["-m", "ovf", train, "-1"], OVF_TEST_DEFER=NEVER)
+    healthy = run_ovf_child(["-m", "ovf", TRAIN, "-1", "4"], OVF_TEST_DEFER=NEVER)
     assert (healthy.returncode, healthy.stderr) == (0, "")
-    assert healthy.stdout.splitlines() == ["training finished"]
+    assert healthy.stdout.splitlines()[-2:] == ["batch 3 done", "training finished"]
 
 
-def test_without_deferral_the_raise_comes_in_the_batch(train):
-    out = run_ovf_child(["-m", "ovf", train, "3"])
+def test_without_deferral_the_raise_comes_in_the_batch():
+    out = run_ovf_child(["-m", "ovf", TRAIN, "3", "4"])
     assert out.returncode == 1
     assert "training finished" not in out.stdout
     assert out.stderr.splitlines()[-1].startswith("ovf.NonFiniteError: DebugUnderflowOverflow")
 
 
-def test_ctrl_c_in_the_wait_at_exit_gives_130_and_no_ignored_exception(train):
+def test_ctrl_c_in_the_wait_at_exit_gives_130_and_no_ignored_exception():
     env = {k: v for k, v in os.environ.items() if not k.startswith("OVF_")}
     env.update(PYTHONPATH=PACKAGE_PARENT, OVF_TEST_DEFER=NEVER)
     child = subprocess.Popen(
-        [PYTHON, "-m", "ovf", "--on-nan", "wait", train, "3"],
+        [PYTHON, "-m", "ovf", "--on-nan", "wait", TRAIN, "3", "4"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

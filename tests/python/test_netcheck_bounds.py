@@ -11,31 +11,8 @@ import subprocess
 import time
 
 import pytest
-from ovf._netcheck_launch import RANK_MIB, ranks_that_fit
+from ovf._netcheck_launch import RANK_MIB, process_tree, ranks_that_fit, running
 from ranks_harness import PYTHON, env
-
-
-def _descendants(pid):
-    """The live processes under `pid`, at any depth (torch's launcher may start its
-    ranks in sessions of their own)."""
-    out, todo = [], [pid]
-    while todo:
-        try:
-            with open(f"/proc/{todo[0]}/task/{todo[0]}/children") as f:
-                found = [int(p) for p in f.read().split()]
-        except OSError:
-            found = []
-        todo = todo[1:] + found
-        out += found
-    return [p for p in out if _alive(p)]
-
-
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_more_ranks_than_memory_holds_are_refused_before_any_starts():
@@ -75,17 +52,17 @@ def test_a_signal_to_the_front_end_ends_the_launcher_and_every_rank(sig):
             assert time.monotonic() < deadline, "the ranks did not start"
             assert front.poll() is None, front.communicate()
             time.sleep(0.02)
-            started = _descendants(front.pid)
+            started = process_tree(front.pid)
         front.send_signal(sig)
         stdout, _ = front.communicate(timeout=60)
         assert front.returncode == 1
         assert stdout.splitlines()[-1] == f"ovf netcheck: FAILED: interrupted by {sig.name}"
         deadline = time.monotonic() + 15
-        while [p for p in started if _alive(p)]:
-            left = [p for p in started if _alive(p)]
+        while [p for p in started if running(p)]:
+            left = [p for p in started if running(p)]
             assert time.monotonic() < deadline, f"left running: {left}"
             time.sleep(0.1)
     finally:
         front.kill()
-        for pid in _descendants(front.pid):
+        for pid in process_tree(front.pid):
             os.kill(pid, signal.SIGKILL)

@@ -204,7 +204,7 @@ def _rank_list(ranks):
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
 
 
-def _tree(pid):
+def process_tree(pid):
     """The processes under `pid` at any depth: torch's launcher may start its ranks
     outside its own process group, where a signal to the group does not reach."""
     out, todo = [], [pid]
@@ -223,7 +223,7 @@ def _end_tree(proc):
     """SIGTERM to the launcher and every rank (a rank in a blocking call may not
     act on it), SIGKILL to what is left after STOP_GRACE_S. The ranks are listed
     first: once the launcher is gone they are no longer found under it."""
-    ranks = _tree(proc.pid)
+    ranks = process_tree(proc.pid)
     _kill_group(proc, signal.SIGTERM)
     for pid in ranks:
         _signal(pid, signal.SIGTERM)
@@ -233,14 +233,14 @@ def _end_tree(proc):
         _kill_group(proc, signal.SIGKILL)
         proc.wait()
     deadline = time.monotonic() + STOP_GRACE_S
-    while any(_running(pid) for pid in ranks) and time.monotonic() < deadline:
+    while any(running(pid) for pid in ranks) and time.monotonic() < deadline:
         time.sleep(0.05)
     for pid in ranks:
-        if _running(pid):
+        if running(pid):
             _signal(pid, signal.SIGKILL)
 
 
-def _running(pid):
+def running(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
