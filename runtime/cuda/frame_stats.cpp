@@ -25,7 +25,16 @@ cudaError_t forget(cudaError_t err) {
   return err;
 }
 
+void* runtime_allocate(size_t bytes, cudaStream_t /*stream*/) {
+  void* pointer = nullptr;
+  return forget(cudaMalloc(&pointer, bytes)) == cudaSuccess ? pointer : nullptr;
+}
+
+void runtime_release(void* pointer) { (void)forget(cudaFree(pointer)); }
+
 }  // namespace
+
+DeviceMemory DeviceMemory::cuda_runtime() { return {&runtime_allocate, &runtime_release}; }
 
 FrameStats::~FrameStats() {
   if (in_flight_) cudaEventSynchronize(done_);  // the copies still write into our buffers
@@ -35,7 +44,7 @@ FrameStats::~FrameStats() {
 
 void FrameStats::release() {
   if (host_ != nullptr) cudaFreeHost(host_);
-  if (device_buffer_ != nullptr) cudaFree(device_buffer_);
+  if (device_buffer_ != nullptr) memory_.release(device_buffer_);
   host_ = device_buffer_ = nullptr;
   host_bytes_ = device_bytes_ = 0;
 }
@@ -49,7 +58,7 @@ void FrameStats::clear() {
   error_ = cudaSuccess;
 }
 
-cudaError_t FrameStats::reserve(size_t table_bytes, size_t partial_count) {
+cudaError_t FrameStats::reserve(size_t table_bytes, size_t partial_count, cudaStream_t stream) {
   const size_t host_need = aligned(table_bytes) + plan_.tensors() * sizeof(Partial);
   const size_t device_need = aligned(table_bytes) + partial_count * sizeof(Partial);
   if (host_need > host_bytes_) {
@@ -65,15 +74,12 @@ cudaError_t FrameStats::reserve(size_t table_bytes, size_t partial_count) {
     host_bytes_ = bytes;
   }
   if (device_need > device_bytes_) {
-    if (device_buffer_ != nullptr) cudaFree(device_buffer_);
-    device_buffer_ = nullptr;
+    // Nothing in flight uses the old buffer: enqueue() and clear() waited.
+    if (device_buffer_ != nullptr) memory_.release(device_buffer_);
     const size_t bytes = std::max(device_need, 2 * device_bytes_);
     device_bytes_ = 0;
-    cudaError_t err = cudaMalloc(&device_buffer_, bytes);
-    if (err != cudaSuccess) {
-      device_buffer_ = nullptr;
-      return err;
-    }
+    device_buffer_ = memory_.allocate(bytes, stream);
+    if (device_buffer_ == nullptr) return cudaErrorMemoryAllocation;
     device_bytes_ = bytes;
   }
   return cudaSuccess;
@@ -96,7 +102,7 @@ cudaError_t FrameStats::enqueue(cudaStream_t stream) {
   const uint32_t tensors = plan_.tensors();
   const size_t table_bytes = tensors * sizeof(TensorEntry);
   const size_t partials = static_cast<size_t>(plan_.total_blocks()) + tensors;
-  err = reserve(table_bytes, partials);
+  err = reserve(table_bytes, partials, stream);
   if (err != cudaSuccess) return error_ = forget(err);
 
   // The table goes through pinned memory so that the upload is asynchronous

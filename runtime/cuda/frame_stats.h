@@ -20,9 +20,19 @@
 
 namespace ovf::cuda {
 
+// Where a FrameStats gets its device buffer. The default is the CUDA runtime's
+// cudaMalloc / cudaFree; the torch glue hands in torch's caching allocator, so
+// that the buffer counts in torch.cuda.memory_allocated(), is served from
+// torch's cache, and a growth frees without cudaFree's device-wide sync.
+struct DeviceMemory {
+  void* (*allocate)(size_t bytes, cudaStream_t stream);  // nullptr when out of memory
+  void (*release)(void* pointer);
+  static DeviceMemory cuda_runtime();
+};
+
 class FrameStats {
  public:
-  FrameStats() = default;
+  explicit FrameStats(DeviceMemory memory = DeviceMemory::cuda_runtime()) : memory_(memory) {}
   ~FrameStats();
   FrameStats(const FrameStats&) = delete;
   FrameStats& operator=(const FrameStats&) = delete;
@@ -38,8 +48,9 @@ class FrameStats {
   // Enqueues the frame on `stream` (on the current device, which must stay
   // the same for this object's lifetime): the table's upload, the kernels,
   // the results' download into pinned memory, then an event. Nothing waits.
-  // Buffers grow on first use and when a frame needs more (cudaMalloc, which
-  // may synchronise the device: rare, they only grow).
+  // Buffers grow on first use and when a frame needs more (doubling, so
+  // rarely): the pinned host buffer with cudaHostAlloc, the device buffer from
+  // `memory` (see DeviceMemory) on `stream`.
   cudaError_t enqueue(cudaStream_t stream);
   // Whether the results have arrived; a device error is reported as arrived
   // with error() set (results then have has_stats = false).
@@ -51,10 +62,11 @@ class FrameStats {
   Stats result(int index) const;
 
  private:
-  cudaError_t reserve(size_t table_bytes, size_t partial_count);
+  cudaError_t reserve(size_t table_bytes, size_t partial_count, cudaStream_t stream);
   void release();
 
   FramePlan plan_;
+  DeviceMemory memory_;
   int device_ = -1;
   // Host: pinned [table | results]; device: [table | block partials | results].
   void* host_ = nullptr;

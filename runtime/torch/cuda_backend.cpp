@@ -9,6 +9,7 @@
 #include "ring_writer.h"
 
 #ifdef OVF_HAVE_CUDA_GLUE
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -33,13 +34,29 @@ Verdict verdict(int index) {
 }
 
 #ifdef OVF_HAVE_CUDA_GLUE
-// FrameStats keep pinned and device buffers: reused, one per frame in flight.
+// FrameStats' device buffers come from torch's caching allocator (their pinned
+// host buffers, a table and a result per tensor, stay cudaHostAlloc's).
+void* torch_allocate(size_t bytes, cudaStream_t stream) {
+  try {
+    return c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(bytes, stream);
+  } catch (const c10::Error&) {
+    return nullptr;  // out of memory: the frame's lines read "no data"
+  }
+}
+
+void torch_release(void* pointer) { c10::cuda::CUDACachingAllocator::raw_delete(pointer); }
+
+// FrameStats keep pinned and device buffers: reused, one per frame in flight
+// (so the pool holds as many as frames were ever in flight at once).
 class FrameStatsPool {
  public:
   std::unique_ptr<cuda::FrameStats> take(int device) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto& free = free_[device];
-    if (free.empty()) return std::make_unique<cuda::FrameStats>();
+    if (free.empty()) {
+      return std::make_unique<cuda::FrameStats>(
+          cuda::DeviceMemory{&torch_allocate, &torch_release});
+    }
     auto stats = std::move(free.back());
     free.pop_back();
     return stats;

@@ -132,3 +132,29 @@ def test_a_cuda_graph_captures_and_replays_with_ovf_on(mode):
     assert len(last) == 3 and not any("no data" in line for line in last), p.stdout
     if mode == "exact":
         assert not any("pending" in line for line in last), p.stdout
+
+
+POOLED_BUFFERS = """
+import torch, ovf
+net = torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(4)]).cuda()
+x = torch.randn(8, 64, device="cuda")
+net(x)  # torch's own warm-up: cuBLAS workspace, the output's blocks
+torch.cuda.synchronize()
+base = torch.cuda.memory_allocated()
+ovf.DebugUnderflowOverflow(net, device_mode="exact")
+for _ in range(3):
+    net(x)
+torch.cuda.synchronize()
+print("grew", torch.cuda.memory_allocated() - base)
+"""
+
+
+def test_the_cuda_backends_buffers_come_from_torchs_allocator():
+    """Issue 28 item 10: the pooled frames' device buffers (a table and partial
+    results, kept for the next frame) are torch's caching allocator's blocks, so
+    torch counts them and a growth frees without cudaFree's device-wide sync; with
+    cudaMalloc they were invisible to torch.cuda.memory_allocated() (grew 0)."""
+    p = run_ovf_child(["-c", POOLED_BUFFERS], timeout=300)
+    assert p.returncode == 0, p.stderr
+    grew = int(p.stdout.split()[-1])
+    assert 0 < grew < 1 << 20, p.stdout
