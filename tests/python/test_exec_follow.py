@@ -24,3 +24,36 @@ def test_an_exec_goes_on_under_ovf_with_the_same_options():
     assert warn.returncode == 0, warn.stderr
     # warn, not raise: the option went on into the new program
     assert warn.stdout.splitlines()[-2:] == ["batch 2 done", "training finished"]
+
+
+def test_what_the_old_program_had_on_its_way_is_judged_before_the_exec():
+    """Fast device mode's last frames are judged before the image goes: a NaN in
+    them ends the process with status 1 instead of vanishing with the old image."""
+    out = run_ovf_child(["-m", "ovf", LOG_NAN, "3", "4", "--exec-at-end"], OVF_TEST_DEFER="1000000")
+    assert out.returncode == 1, out.stderr
+    assert "new image" not in out.stdout
+    assert "Detected inf/nan during batch_number=3" in out.stdout.splitlines()
+    assert out.stderr.splitlines() == [
+        "ovf: non-finite values were found after the program's last check (the report "
+        "above); exit status 1, as the raise would have given"
+    ]
+    healthy = run_ovf_child(["-m", "ovf", LOG_NAN, "-1", "4", "--exec-at-end"])
+    assert healthy.returncode == 0, healthy.stderr
+    assert healthy.stdout.splitlines()[-1] == "new image"
+
+
+EXECVP = """\
+import os, sys
+here = os.path.dirname(sys.executable)
+os.environ["PATH"] = os.pathsep.join(["/nonexistent1", "/nonexistent2", here])
+os.execvp(os.path.basename(sys.executable), ["python", "-c", "print('exec ok')"])
+"""
+
+
+def test_execvp_through_path_says_it_once(tmp_path):
+    script = tmp_path / "execvp.py"
+    script.write_text(EXECVP)
+    out = run_ovf_child(["-m", "ovf", str(script)])
+    assert (out.returncode, out.stdout) == (0, "exec ok\n"), out.stderr
+    assert len(out.stderr.splitlines()) == 1
+    assert out.stderr.startswith("ovf: the program execs ")

@@ -11,10 +11,23 @@ The names below load torch and the runtime on first use, so that tools that only
 read core files (``python3 -m ovf.postmortem``) start without torch.
 """
 
+import atexit
 import importlib
 import os
+import sys
 
 __version__ = "0.1.0"
+
+
+def _judge_at_exit():
+    # Registered at the first `import ovf`, before torch's hooks and usually
+    # before the user's exit handlers: it runs after them (see _hooks).
+    hooks = sys.modules.get("ovf._hooks")
+    if hooks is not None:
+        hooks.exit_as_judged()
+
+
+atexit.register(_judge_at_exit)
 
 # For C++ programs of a pip-installed ovf: find_package(ovf) with this on CMAKE_PREFIX_PATH
 # (as torch.utils.cmake_prefix_path for torch).

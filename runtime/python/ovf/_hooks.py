@@ -2,7 +2,6 @@
 naming modules for the runtime, and the forward hook (every tensor of a forward,
 keyword inputs too; or, for the drop-in report, what the reference's hooks see)."""
 
-import atexit
 import os
 import sys
 
@@ -41,9 +40,6 @@ def hooks_installed():
     global _deepened
     if not _deepened:
         sys.setrecursionlimit(sys.getrecursionlimit() * 3 // 2)
-        # Frames whose device statistics are still on their way when the program
-        # ends are judged before it does (fast device mode): nothing is left unread.
-        atexit.register(_exit_as_judged)
         _deepened = True
 
 
@@ -67,11 +63,19 @@ def judge_pending():
     return status
 
 
-def _exit_as_judged():
-    # An exit handler cannot change the interpreter's exit status: only leaving
-    # now can (the exit handlers registered before ovf's, torch's own, are skipped).
+def exit_as_judged():
+    """The exit handler's part (ovf/__init__.py registers it when ovf is first
+    imported, so that it runs after the handlers registered later): frames whose
+    statistics are still on their way are judged before the program ends. An
+    exit handler cannot change the exit status; only leaving now can, which
+    skips the handlers registered before ovf's: logging's is run first (log
+    files complete), and python3 -m ovf judges before any of them runs."""
     status = judge_pending()
     if status:
+        if "logging" in sys.modules:
+            sys.modules["logging"].shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
         os._exit(status)
 
 

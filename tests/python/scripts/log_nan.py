@@ -7,7 +7,8 @@ NAN_AT: the batch whose input is negative (-1: none), of BATCHES; each batch pri
 "batch N done", the end "training finished". --api: the script turns ovf on itself
 (DebugUnderflowOverflow, fast device mode) instead of running under python3 -m ovf.
 --exit-0: ends with sys.exit(0). --exec: prints "first image" and replaces itself with
-a new interpreter running the rest of the command line. --wait-for FILE: prints
+a new interpreter running the rest of the command line. --exec-at-end: at the end,
+replaces itself with an interpreter that prints "new image". --wait-for FILE: prints
 "ready", runs healthy batches until FILE exists, then two NaN batches.
 Used by the tests of exit statuses, exec and debuggers that die (issue 23)."""
 
@@ -59,3 +60,5 @@ else:
 print("training finished", flush=True)
 if "--exit-0" in args:
     sys.exit(0)
+if "--exec-at-end" in args:
+    os.execv(sys.executable, [sys.executable, "-c", "print('new image')"])
