@@ -109,6 +109,12 @@ def launch(args):
         env, notes = launcher_env(os.environ)
         for line in notes:
             print(line, flush=True)
+        # The ranks run in a session of their own: a signal that ends this front
+        # end must end them too, or they go on as orphans. One that comes while
+        # the launcher starts is noted and acted on once it has a pid.
+        received = []
+        previous = {sig: signal.signal(sig, _noter(received)) for sig in ENDING_SIGNALS}
+        previous[signal.SIGINT] = signal.getsignal(signal.SIGINT)
         try:
             proc = subprocess.Popen(
                 argv,
@@ -121,14 +127,16 @@ def launch(args):
                 start_new_session=True,  # the launcher and its ranks end together
             )
         except OSError as e:
+            _restore(previous)
             print(f"ovf netcheck: cannot start {sys.executable}: {e.strerror}", file=sys.stderr)
             return 2
         deadline = time.monotonic() + 5 * args.timeout + LAUNCH_GRACE_S
         timer = _Alarm(deadline, proc)
-        # The ranks run in a session of their own: a signal that ends this front
-        # end must end them too, or they go on as orphans.
-        previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+        for sig in ENDING_SIGNALS:
+            signal.signal(sig, _interrupt)
         try:
+            if received:
+                raise _Interrupted(signal.Signals(received[0]).name)
             for raw in proc.stdout:
                 line = TEE_PREFIX.sub("", raw.rstrip("\n"))
                 match = RANK_LINE.match(line)
@@ -142,6 +150,9 @@ def launch(args):
                     other.append(line)
             status = proc.wait()
         except (KeyboardInterrupt, _Interrupted) as e:
+            # A second signal must not cut the ending of the ranks short.
+            for sig in (*ENDING_SIGNALS, signal.SIGINT):
+                signal.signal(sig, signal.SIG_IGN)
             _end_tree(proc)
             for _, line in sorted(results, key=lambda result: result[0]):
                 print(line)
@@ -150,8 +161,7 @@ def launch(args):
             return 1
         finally:
             timer.cancel()
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            _restore(previous)
     hints = [line for line in other if line.startswith("ovf netcheck: ")]
     for _, line in sorted(results, key=lambda result: result[0]):  # rank order
         print(line)
@@ -179,6 +189,22 @@ def launch(args):
         why.append(f"the launcher exited with status {status}")
     print(f"ovf netcheck: FAILED: {'; '.join(why)}", flush=True)
     return 1
+
+
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _noter(received):
+    def note(signum, frame):
+        received.append(signum)
+
+    return note
+
+
+def _restore(previous):
+    """Puts back the handlers `previous` holds."""
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
 
 
 class _Interrupted(Exception):
@@ -209,11 +235,13 @@ def process_tree(pid):
     outside its own process group, where a signal to the group does not reach."""
     out, todo = [], [pid]
     while todo:
-        try:
-            with open(f"/proc/{todo[0]}/task/{todo[0]}/children") as f:
-                found = [int(p) for p in f.read().split()]
+        found = []
+        try:  # each thread's children: a launcher may start ranks from any thread
+            for task in os.listdir(f"/proc/{todo[0]}/task"):
+                with open(f"/proc/{todo[0]}/task/{task}/children") as f:
+                    found += [int(p) for p in f.read().split()]
         except OSError:
-            found = []
+            pass
         todo = todo[1:] + found
         out += found
     return out
@@ -278,7 +306,7 @@ class _Alarm:
     def _fire(self):
         if self._proc.poll() is None:
             self.fired = True
-            _kill_group(self._proc, signal.SIGKILL)
+            _end_tree(self._proc)  # the ranks too, wherever the launcher put them
 
     def cancel(self):
         self._timer.cancel()
