@@ -34,7 +34,12 @@ class GdbTarget(Target):
         return m.group(1) if m else None
 
     def pid(self):
-        return gdb.selected_inferior().pid or None
+        # A pid of this host only: gdbserver's (target remote) is another host's.
+        inferior = gdb.selected_inferior()
+        connection = getattr(inferior, "connection", None)
+        if connection is None or getattr(connection, "type", "native") != "native":
+            return None
+        return inferior.pid or None
 
     def read_memory(self, address, size):
         try:

@@ -74,8 +74,11 @@ class LldbTarget(Target):
         return "core" if process.GetPluginName() in _CORE_PLUGINS else "live"
 
     def pid(self):
+        # A pid of this host only: a remote platform's process is another host's.
         process = self._process()
-        return process.GetProcessID() if process is not None else None
+        if process is None or self.sbtarget().GetPlatform().GetName() != "host":
+            return None
+        return process.GetProcessID()
 
     def read_memory(self, address, size):
         process = self._process()
