@@ -98,13 +98,15 @@ def test_a_picture_is_replaced_keeping_its_mode_and_an_empty_name_is_refused(
     assert _postmortem(own_core, "p.png", tmp_path).returncode == 0
     os.chmod(picture, 0o640)
     first = picture.read_bytes()
+    first_inode = os.stat(picture).st_ino
     link = tmp_path / "latest.png"
     link.symlink_to("p.png")
     again = _postmortem(own_core, "latest.png", tmp_path)
     assert again.returncode == 0, again.stderr
     assert "ovf: wrote latest.png: 14 rows x 34 frames, 1 non-finite cell" in again.stdout
     assert link.is_symlink()  # the link's target is replaced, the link stays a link
-    assert picture.read_bytes() == first
+    assert picture.read_bytes() == first  # the same drawing,
+    assert os.stat(picture).st_ino != first_inode  # written anew and renamed over it
     assert stat.S_IMODE(os.stat(picture).st_mode) == 0o640
     assert sorted(os.listdir(tmp_path)) == ["latest.png", "p.png", "victim.core"]
 

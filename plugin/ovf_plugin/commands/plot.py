@@ -59,8 +59,10 @@ def run(session, args):
     if not program and target.kind() == "live":
         program = plot.command_line(pid=ring.header.pid)
     options = plot.Options(module=args.module, batches=args.batches, ops=args.ops, last=args.last)
-    core = target.unopened_core_path() if target.kind() == "core" else None
+    # The core the debugger has open, and the one its command line named (a
+    # relative name is the command line's: both may be looked at).
+    cores = [target.core_file(), target.unopened_core_path()] if target.kind() == "core" else []
     drawn, text = plot.plot(
-        ring, os.path.expanduser(args.file), options, program, inputs=[core] if core else []
+        ring, os.path.expanduser(args.file), options, program, inputs=[c for c in cores if c]
     )
     return json.dumps(drawn) + "\n" if args.json else text

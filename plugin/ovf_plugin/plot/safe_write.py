@@ -68,6 +68,19 @@ def checked_target(path, inputs=()):
     return real
 
 
+def _umask():
+    """The process's umask, read without setting it (os.umask would change it
+    for every thread of the debugger meanwhile)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o022
+
+
 def write_picture(path, draw, inputs=()):
     """Calls draw(temporary path) and renames its file over `path` when it
     returns; checks the target before drawing and again before the rename (the
@@ -88,9 +101,7 @@ def write_picture(path, draw, inputs=()):
         try:
             mode = stat.S_IMODE(os.stat(real).st_mode)
         except FileNotFoundError:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
+            mode = 0o666 & ~_umask()
         os.chmod(scratch, mode)
         os.replace(scratch, real)
     except BaseException:
