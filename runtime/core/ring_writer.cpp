@@ -72,13 +72,13 @@ __attribute__((constructor)) void initialise_at_load() {
   RingConfig config;
   const int capacity = env_int("OVF_RING_CAPACITY", 0);
   if (capacity > 0) config.record_capacity = static_cast<uint32_t>(capacity);
-  if (config.record_capacity != kDefaultRecordCapacity && ring_configure(config).empty()) return;
   if (config.record_capacity != kDefaultRecordCapacity) {
+    const std::string why = ring_configure(config);
+    if (why.empty()) return;
     // Said when a session starts (take_load_refusal): Python's options refuse
     // the variable themselves before one does, in one line of their own.
-    load_refusal() = "ovf: OVF_RING_CAPACITY=" + std::to_string(capacity) + " " +
-                     ring_capacity_refusal(config.record_capacity) + "; the ring keeps " +
-                     std::to_string(kDefaultRecordCapacity) + " records";
+    load_refusal() = "ovf: OVF_RING_CAPACITY=" + std::to_string(capacity) + ": " + why +
+                     "; the ring keeps " + std::to_string(kDefaultRecordCapacity) + " records";
   }
   ring_configure(RingConfig{});
 }
@@ -110,16 +110,37 @@ std::string take_load_refusal() {
   return std::exchange(load_refusal(), std::string());
 }
 
+namespace {
+
+// What this process may use: the machine's memory, or its cgroup's limit
+// (a container's, a batch job's) where that is lower.
+double usable_memory() {
+  double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  for (const char* path :
+       {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    FILE* f = std::fopen(path, "r");
+    if (f == nullptr) continue;
+    unsigned long long limit = 0;
+    if (std::fscanf(f, "%llu", &limit) == 1 && limit > 0 && double(limit) < memory)
+      memory = double(limit);  // "max" (no limit) reads as no number
+    std::fclose(f);
+  }
+  return memory;
+}
+
+}  // namespace
+
 std::string ring_capacity_refusal(uint32_t capacity) {
   const uint64_t records = round_up_pow2(capacity < 64 ? 64 : capacity);
-  const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  const double memory = usable_memory();
   const double bytes = double(records) * OVF_RECORD_SIZE;
   if (memory <= 0 || bytes <= memory / 2) return "";
   uint64_t fits = 64;
   while (double(fits * 2) * OVF_RECORD_SIZE <= memory / 2 && fits < (1u << 30)) fits *= 2;
   return "would take " + gib(bytes) + " (" + std::to_string(records) + " records of " +
          std::to_string(OVF_RECORD_SIZE) + " bytes); at most " + std::to_string(fits) +
-         " records fit in half of this machine's " + gib(memory) + " of memory";
+         " records fit in half of the " + gib(memory) +
+         " of memory this process may use (each process's ring counts alone)";
 }
 
 std::string ring_configure(const RingConfig& config) {

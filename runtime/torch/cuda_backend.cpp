@@ -44,7 +44,13 @@ void* torch_allocate(size_t bytes, cudaStream_t stream) {
   }
 }
 
-void torch_release(void* pointer) { c10::cuda::CUDACachingAllocator::raw_delete(pointer); }
+void torch_release(void* pointer) {
+  try {
+    c10::cuda::CUDACachingAllocator::raw_delete(pointer);
+  } catch (const c10::Error&) {
+    // Called from ~FrameStats: a pointer torch no longer knows leaks rather than terminates.
+  }
+}
 
 // FrameStats keep pinned and device buffers: reused, one per frame in flight
 // (so the pool holds as many as frames were ever in flight at once).

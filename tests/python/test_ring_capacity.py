@@ -11,7 +11,23 @@ from build_paths import PYTHON, REPO, run_ovf_child
 
 NAN_SCRIPT = os.path.join(REPO, "tests", "python", "scripts", "nan_at_batch2.py")
 RECORD = 192
-MEMORY = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGESIZE")
+
+
+def _usable_memory():
+    """The machine's memory, or its cgroup's limit where lower (as the runtime reads it)."""
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGESIZE")
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < memory:
+            memory = int(text)
+    return memory
+
+
+MEMORY = _usable_memory()
 
 
 def _largest_accepted():
@@ -25,8 +41,8 @@ def _refusal(records):
     pow2 = 1 << (records - 1).bit_length()
     return (
         f"would take {pow2 * RECORD / 2**30:.1f} GiB ({pow2} records of {RECORD} bytes); "
-        f"at most {_largest_accepted()} records fit in half of this machine's "
-        f"{MEMORY / 2**30:.1f} GiB of memory"
+        f"at most {_largest_accepted()} records fit in half of the {MEMORY / 2**30:.1f} GiB "
+        "of memory this process may use (each process's ring counts alone)"
     )
 
 
@@ -51,7 +67,8 @@ def test_a_cpp_program_hears_it_and_keeps_the_default_ring():
     )
     assert out.returncode == 0, out.stderr
     assert out.stderr == (
-        f"ovf: OVF_RING_CAPACITY={too_big} {_refusal(too_big)}; the ring keeps 65536 records\n"
+        f"ovf: OVF_RING_CAPACITY={too_big}: a ring of {too_big} records {_refusal(too_big)}; "
+        "the ring keeps 65536 records\n"
     )
 
 
