@@ -57,3 +57,19 @@ def test_execvp_through_path_says_it_once(tmp_path):
     assert (out.returncode, out.stdout) == (0, "exec ok\n"), out.stderr
     assert len(out.stderr.splitlines()) == 1
     assert out.stderr.startswith("ovf: the program execs ")
+
+
+SPAWN = """\
+import os, sys
+code = "import os; print(os.environ.get('OVF_ENABLE'))"
+status = os.spawnv(os.P_WAIT, sys.executable, [sys.executable, "-c", code])
+print("child exited", status)
+"""
+
+
+def test_a_forked_child_that_execs_another_program_is_left_alone(tmp_path):
+    script = tmp_path / "spawn.py"
+    script.write_text(SPAWN)
+    out = run_ovf_child(["-m", "ovf", str(script)])
+    assert (out.returncode, out.stderr) == (0, "")
+    assert out.stdout.splitlines() == ["None", "child exited 0"]

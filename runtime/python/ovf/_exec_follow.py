@@ -36,8 +36,13 @@ def _runnable(path):
 def install():
     """Wraps os.execv and os.execve for the rest of this process."""
     real_execve = os.execve
+    training = os.getpid()
 
     def execve(path, argv, env):
+        if os.getpid() != training:
+            # A forked child that runs another program (os.spawn*, pty.spawn) is
+            # not the training going on: it execs as it would without ovf.
+            real_execve(path, argv, env)
         if _runnable(path):
             hooks = sys.modules.get("ovf._hooks")  # none loaded: nothing was watched yet
             status = hooks.judge_pending() if hooks is not None else 0
