@@ -18,12 +18,33 @@ import stat
 from .errors import OvfError
 from .target import Target, TargetMemoryError
 
-try:
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-except (ImportError, AttributeError):  # the debuggers' Python may lack it, or a readline
-    # it imports (LLDB's); only this target needs it
-    ELFFile = ELFError = None
+
+def _import_pyelftools():
+    """(ELFFile, ELFError), or (None, None) where the Python lacks pyelftools.
+    pyelftools imports pdb, which imports rlcompleter, which calls
+    readline.set_completer; LLDB's embedded Python names its own line editor
+    readline (lldb_editline, without set_completer: LLDB 19 on Python 3.13), so
+    the import fails there unless rlcompleter meets a readline that has one."""
+    import sys
+    import types
+
+    editor = sys.modules.get("readline")
+    stand_in = editor is not None and not hasattr(editor, "set_completer")
+    if stand_in:
+        sys.modules["readline"] = types.SimpleNamespace(set_completer=lambda *_: None)
+    try:
+        from elftools.common.exceptions import ELFError
+        from elftools.elf.elffile import ELFFile
+
+        return ELFFile, ELFError
+    except (ImportError, AttributeError):  # only this target needs it
+        return None, None
+    finally:
+        if stand_in:
+            sys.modules["readline"] = editor
+
+
+ELFFile, ELFError = _import_pyelftools()
 
 RUNTIME_LIBRARY = "libovf_runtime"
 _ELF_TYPES = {
