@@ -92,10 +92,12 @@ def _count(text):
 def plot_name_ok(path):
     """Whether `--plot FILE` names a picture: refused in one line before any core
     is read, not after a listing (an empty name drew nothing, without a word)."""
+    from ovf_plugin.plot.render import FORMATS  # the drawing's own list; no matplotlib yet
+
     if not path.strip():
         print("ovf: --plot needs a file name, e.g. --plot ovf-plot.png", file=sys.stderr)
         return False
-    if os.path.splitext(path)[1].lower() not in (".png", ".svg", ".pdf"):
+    if os.path.splitext(path)[1].lower().lstrip(".") not in FORMATS:
         print(f"ovf: --plot {path}: the file name must end in .png, .svg or .pdf", file=sys.stderr)
         return False
     return True
