@@ -292,7 +292,7 @@ uint32_t Monitor::detect(const Committed& span, const ovf_record* records, uint3
     take_snapshot(span.first);
     ovf_state.last_event_seq = span.first;
     ovf_state.last_event_kind = events;
-    ovf_state.last_event_late = judging_late_ ? 1 : 0;
+    ovf_state.last_event_late = judging_late_ || request.late ? 1 : 0;
     reach_stop_hook(find_record(span.first), events);
   }
   return events;
@@ -392,7 +392,7 @@ uint32_t Monitor::optimizer_step(FrameBuilder& frame, bool carried) {
   return done.events;
 }
 
-uint32_t Monitor::commit_line(ovf_record& r) {
+uint32_t Monitor::commit_line(ovf_record& r, uint64_t batch, bool late) {
   uint32_t raw = 0;
   if ((r.flags & OVF_FLAG_NONFINITE) && !(r.flags & OVF_FLAG_CONSTANT)) {
     raw = nonfinite_bits(r);
@@ -406,8 +406,9 @@ uint32_t Monitor::commit_line(ovf_record& r) {
   if (!(r.flags & OVF_FLAG_BACKWARD) && (r.flags & OVF_FLAG_HAS_STATS) && r.numel) {
     raw |= threshold_bits(r);
   }
-  const Committed done =
-      commit(&r, 1, {record_batch(), raw, (r.flags & OVF_FLAG_PRODUCER) != 0, r.context_id});
+  const Committed done = commit(&r, 1,
+                                {batch == kBatchNow ? record_batch() : batch, raw,
+                                 (r.flags & OVF_FLAG_PRODUCER) != 0, r.context_id, late});
   return done.events;
 }
 

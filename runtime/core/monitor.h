@@ -109,8 +109,14 @@ class Monitor {
   // (GRAD), a buffer that turned non-finite (BUFFER); its source filled in the
   // flags (producer, carrier, constant, backward) and the module (context_id).
   // Thread-safe. Returns the events; drivers that act on them call
-  // respond_to_op.
-  uint32_t commit_line(ovf_record& line);
+  // respond_to_op. `batch`: the batch it belongs to (a line judged after its
+  // statistics arrived, maybe in a later batch), else record_batch(); `late`:
+  // judged after its op returned (the event's snapshot is of a later stack).
+  uint32_t commit_line(ovf_record& line, uint64_t batch = kBatchNow, bool late = false);
+  static constexpr uint64_t kBatchNow = ~uint64_t{0};
+
+  // The batch a record written now belongs to (see monitor.cpp).
+  uint64_t record_batch() const;
 
   // What the process does about an op event (on_event): the report text, and
   // abort / wait; raise becomes pending (take_pending_raise), because an op's
@@ -131,6 +137,7 @@ class Monitor {
     uint32_t raw_events;  // stop bits the source raises, before the control block's filters
     bool producer;        // passes OVF_STOP_PRODUCER_ONLY (made here, not carried in)
     uint32_t module_id;   // what the module glob is matched against
+    bool late = false;    // a line judged after its op returned (last_event_late)
   };
   struct Committed {
     uint64_t first;   // seq of records[0], the record the stop hook names
@@ -182,7 +189,6 @@ class Monitor {
   Response respond(uint32_t events, uint64_t end, uint64_t batch, bool can_raise);
   std::string report_text(uint64_t end, uint64_t batch);
   bool in_trace_batch(uint64_t batch) const;
-  uint64_t record_batch() const;
 
   bool active_ = false;
   bool training_steps_ = false;   // SessionOptions::count_training_steps

@@ -190,9 +190,11 @@ std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq,
 
 namespace {
 
-// " at model.py:66 in forward" when the event's snapshot has the program's line.
-std::string user_line(uint64_t seq) {
-  const std::string where = user_line_at(seq);
+// " at model.py:66 in forward": the line the record names (an op judged after
+// its statistics arrived), else the event's snapshot's.
+std::string user_line(const ovf_record& r) {
+  if (r.location_id != OVF_NO_ID) return " at " + escape_text(interned(r.location_id));
+  const std::string where = user_line_at(r.seq);
   return where.empty() ? "" : " at " + where;
 }
 
@@ -233,10 +235,10 @@ std::string describe_first_nonfinite() {
                   module(first->context_id) + at(first->location_id) + " (batch " + batch + ")\n"
         : (first->flags & OVF_FLAG_CARRIER)
             ? "ovf: the first non-finite value was carried into " + text(first->name_id) + " in " +
-                  module(first->context_id) + user_line(first->seq) + " (batch " + batch + ")" +
+                  module(first->context_id) + user_line(*first) + " (batch " + batch + ")" +
                   carried_from(first->aux_id) + "\n"
             : "ovf: the first non-finite value was produced by " + text(first->name_id) + " in " +
-                  module(first->context_id) + user_line(first->seq) + " (batch " + batch + ")\n";
+                  module(first->context_id) + user_line(*first) + " (batch " + batch + ")\n";
     if (first->diagnosis_id != OVF_NO_ID) line += "ovf: why: " + text(first->diagnosis_id) + "\n";
     return line;
   }
@@ -332,6 +334,7 @@ std::string format_op(const ovf_record& r) {
   } else {
     what = escape_text(interned(r.label_id)) + " = " + escape_text(interned(r.name_id)) + " in " +
            where;
+    if (r.location_id != OVF_NO_ID) what += " at " + escape_text(interned(r.location_id));
   }
   if (r.flags & OVF_FLAG_PRODUCER) {
     what += " (produced here)";

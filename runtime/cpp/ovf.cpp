@@ -19,6 +19,7 @@
 #include "cuda_backend.h"
 #include "module_stack.h"
 #include "monitor.h"
+#include "op_groups.h"
 #include "op_observer.h"
 #include "options.h"
 #include "parameters.h"
@@ -121,6 +122,7 @@ Watch::~Watch() {
   ovf_state.control.observe = 0;
   ovf_state.control.generation++;
   sync_op_observer();
+  flush_op_groups();  // ops judged late still reach this session's handler
   set_op_event_handler(nullptr);
   Monitor::instance().stop_session();
   set_op_context_from_parameters(false);

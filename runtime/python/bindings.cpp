@@ -8,8 +8,10 @@
 
 #include "control.h"
 #include "cuda_backend.h"
+#include "device_batch.h"
 #include "device_engine.h"
 #include "monitor.h"
+#include "op_groups.h"
 #include "op_observer.h"
 #include "py_hooks.h"
 #include "report.h"
@@ -185,7 +187,22 @@ PYBIND11_MODULE(_ovf, m) {
       },
       py::arg("max_frames"), py::arg("trace"), py::arg("abort_after"), py::arg("on_event"),
       py::arg("device_mode") = int(OVF_DEVICE_MODE_FAST), py::arg("training_steps") = false);
-  m.def("stop_session", [] { ovf::Monitor::instance().stop_session(); });
+  m.def("stop_session", [] {
+    {
+      py::gil_scoped_release release;  // an autograd thread may be judging ops
+      ovf::flush_op_groups();
+    }
+    ovf::Monitor::instance().stop_session();
+  });
+  m.def(
+      "_op_group_counts",
+      [] {
+        const ovf::OpGroupCounts c = ovf::op_group_counts();
+        return py::make_tuple(c.waits, c.device_groups);
+      },
+      "Test hook: (host waits for op statistics, groups with device statistics) so far.");
+  m.def("_device_waits", &ovf::TensorStatsBatch::waits,
+        "Test hook: waits for device statistics not arrived yet, so far.");
   m.def("flush_device_frames", &ovf::flush_device_frames,
         "Waits for every frame whose device statistics are on their way and judges it "
         "(the end of a session, the process's exit): prints what it reports, never raises; "

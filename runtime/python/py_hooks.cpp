@@ -10,6 +10,7 @@
 #include "gradients.h"
 #include "module_stack.h"
 #include "monitor.h"
+#include "op_groups.h"
 #include "op_observer.h"
 #include "optimizer_check.h"
 #include "parameters.h"
@@ -114,6 +115,11 @@ bool raise_asynchronously(PyObject* type) {
 // cannot throw: a raise reaches the program as an asynchronous exception of
 // NonFiniteError (a bare one carries the reference's message) right after the op,
 // or at the next hook on a thread that runs no Python.
+// Set while the session's end judges what waited (flush_device_frames): a
+// raise decided there stays pending, for the exit status, not raised into
+// the exit handler.
+bool g_flushing = false;
+
 void on_op_event(const ovf_record& record, uint32_t events) {
   const bool python_thread = PyGILState_GetThisThreadState() != nullptr;
   py::gil_scoped_acquire gil;
@@ -129,7 +135,7 @@ void on_op_event(const ovf_record& record, uint32_t events) {
       if (python_thread) raise_asynchronously(PyExc_KeyboardInterrupt);
     }
     uint64_t batch = 0;
-    if (python_thread && Monitor::instance().take_pending_raise(&batch) &&
+    if (python_thread && !g_flushing && Monitor::instance().take_pending_raise(&batch) &&
         !raise_asynchronously(g_nonfinite_error->ptr())) {
       PyErr_SetString(PyExc_RuntimeError, "ovf: the raise could not be delivered");
       throw py::error_already_set();
@@ -139,9 +145,20 @@ void on_op_event(const ovf_record& record, uint32_t events) {
   }
 }
 
-// Fast device mode: frames whose statistics arrived since are judged first
-// (their events may raise here, in a later hook).
-void poll_device_frames() { act(Monitor::instance().poll_device_frames(/*can_raise=*/true)); }
+// Fast device mode: ops and frames whose statistics arrived since are judged
+// first (their events may raise here, in a later hook); the ops first, as
+// they ran before the frame that returns their values.
+void poll_device_frames() {
+  poll_op_groups();
+  act(Monitor::instance().poll_device_frames(/*can_raise=*/true));
+}
+
+// Waits for every queued op group and judges it, without the interpreter's
+// lock (an autograd thread may be judging ops and need it for --if).
+void flush_op_groups_unlocked() {
+  py::gil_scoped_release release;
+  flush_op_groups();
+}
 
 FrameBuilder& frame_builder() {
   static thread_local FrameBuilder builder;
@@ -264,6 +281,9 @@ std::string type_name(py::handle object) {
 void check_optimizer(py::handle optimizer) {
   if (!running()) return;
   raise_pending();
+  // The ops before the step (its backward) are judged before its own check,
+  // which waits: the step's write must not read as the first NaN.
+  flush_op_groups_unlocked();
   poll_device_frames();
   StepCheck check(type_name(optimizer));
   size_t index = 0;
@@ -365,33 +385,6 @@ void watch_module(py::handle module, const std::string& name, bool is_root, bool
   });
 }
 
-namespace {
-py::object* g_event_condition = nullptr;  // lives for the process, like the hooks
-
-// Monitor's event filter: the Python callable decides. It runs where the event
-// happened (an autograd thread too); an error in it keeps the event.
-bool python_event_filter(uint64_t seq, uint32_t events) {
-  if (g_event_condition == nullptr || !Py_IsInitialized()) return true;
-  py::gil_scoped_acquire gil;
-  try {
-    return (*g_event_condition)(seq, events).cast<bool>();
-  } catch (py::error_already_set& e) {
-    e.discard_as_unraisable("ovf: the --if expression");
-    return true;
-  }
-}
-}  // namespace
-
-void set_event_condition(py::object condition) {
-  if (condition.is_none()) {
-    Monitor::instance().set_event_filter(nullptr);
-    return;
-  }
-  if (g_event_condition == nullptr) g_event_condition = new py::object();
-  *g_event_condition = std::move(condition);
-  Monitor::instance().set_event_filter(&python_event_filter);
-}
-
 void set_wait_timeout(double seconds) { g_wait_timeout_s = seconds > 0 ? seconds : 0; }
 
 bool is_watched(py::handle module) { return modules().count(module.ptr()) > 0; }
@@ -427,6 +420,9 @@ int flush_device_frames() {
   int status = 0;
   guarded([&status] {
     try {
+      g_flushing = true;
+      flush_op_groups_unlocked();
+      g_flushing = false;
       act(Monitor::instance().flush_device_frames(/*can_raise=*/false));
     } catch (const py::error_already_set& e) {
       if (!e.matches(PyExc_KeyboardInterrupt)) throw;

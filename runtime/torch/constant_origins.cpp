@@ -30,10 +30,12 @@ Origins& origins() {
 }  // namespace
 
 void note_origin(const at::Tensor& t, Origin origin) {
-  if (!t.defined() || !t.has_storage()) return;
+  if (t.defined() && t.has_storage()) note_origin(t.storage(), origin);
+}
+
+void note_origin(const c10::Storage& storage, Origin origin) {
   Origins& o = origins();
   if (origin == Origin::kNone && o.count.load(std::memory_order_relaxed) == 0) return;
-  const c10::Storage& storage = t.storage();
   std::lock_guard<std::mutex> lock(o.mutex);
   if (origin == Origin::kNone) {
     o.by_storage.erase(storage.unsafeGetStorageImpl());

@@ -23,6 +23,7 @@ enum class Origin {
 // Remembers what `tensor`'s storage holds now (kNone forgets it: an in-place
 // write of data into a former mask).
 void note_origin(const at::Tensor& tensor, Origin origin);
+void note_origin(const c10::Storage& storage, Origin origin);
 
 // What was noted for `tensor`'s storage, if it is still the same storage (weak
 // references: a freed storage whose address is reused is not mistaken for it).

@@ -7,6 +7,7 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/version.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -183,9 +184,16 @@ bool TensorStatsBatch::any_group_capturing() const {
   return false;
 }
 
+namespace {
+std::atomic<uint64_t> g_waits{0};
+}  // namespace
+
+uint64_t TensorStatsBatch::waits() { return g_waits.load(std::memory_order_relaxed); }
+
 bool TensorStatsBatch::wait() {
   if (arrived_ || !submitted_) return true;
   if (any_group_capturing()) return false;
+  g_waits.fetch_add(1, std::memory_order_relaxed);
   for (Group& group : groups_) {
     if (group.done) synchronize(group);
     if (group.cuda && !group.cuda_entries.empty()) group.cuda->wait();

@@ -54,6 +54,9 @@ class TensorStatsBatch : public DeviceStatsBatch {
   bool wait() override;
   Stats result(int index) override;
   uint64_t underflow(int index) override;
+  bool arrived() const { return arrived_; }  // ready() or wait() said so
+  // Waits for statistics not arrived yet, in this process so far (tests).
+  static uint64_t waits();
 
  private:
   struct Entry {

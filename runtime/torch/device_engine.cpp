@@ -23,14 +23,15 @@ int test_defer_polls() {
 // The frame's batch, made at its first device tensor.
 std::shared_ptr<DeviceStatsBatch> frame_batch(FrameBuilder& frame) {
   PendingLines& pending = frame.pending();
-  if (!pending.batch) {
-    pending.batch =
-        std::make_shared<TensorStatsBatch>(headroom_dtype(), std::max(test_defer_polls(), 0));
-  }
+  if (!pending.batch) pending.batch = new_device_batch();
   return pending.batch;
 }
 
 }  // namespace
+
+std::shared_ptr<TensorStatsBatch> new_device_batch() {
+  return std::make_shared<TensorStatsBatch>(headroom_dtype(), std::max(test_defer_polls(), 0));
+}
 
 bool uses_device_engine(const at::Tensor& t) {
   if (!t.defined()) return false;

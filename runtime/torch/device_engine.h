@@ -1,12 +1,15 @@
 // Which tensors the device engine computes (device_batch.h), and the two ways
 // it is used: a frame's lines, pending until the frame's batch arrives; a
-// single line (an op's output, a gradient, an optimizer step, a checkpoint),
-// waited for at once.
+// single line (a gradient, an optimizer step, a checkpoint), waited for at
+// once. (Op outputs go in their outermost op's batch: op_groups.h.)
 #ifndef OVF_DEVICE_ENGINE_H
 #define OVF_DEVICE_ENGINE_H
 
 #include <ATen/core/Tensor.h>
 
+#include <memory>
+
+#include "device_batch.h"
 #include "frame_builder.h"
 
 namespace ovf {
@@ -20,6 +23,9 @@ bool uses_device_engine(const at::Tensor& tensor);
 // first device tensor), or a "no data" line where its memory is not real.
 void add_device_line(FrameBuilder& frame, ovf_record_kind kind, uint32_t label_id,
                      const at::Tensor& tensor);
+
+// A new batch for device statistics (late on purpose under OVF_TEST_DEFER).
+std::shared_ptr<TensorStatsBatch> new_device_batch();
 
 // A device tensor's statistics, waited for (has_stats false: not computed).
 Stats device_stats_now(const at::Tensor& tensor, ovf_dtype dtype);

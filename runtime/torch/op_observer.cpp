@@ -6,7 +6,7 @@
 // references to the input tensors on a per-thread stack and the end callback
 // checks them only when an output is non-finite: that tells a producer (all
 // inputs finite) from a carrier. In-place ops overwrite their input, so theirs
-// is checked at the start instead.
+// is read at the start instead (and judged with the outputs: op_groups.h).
 //
 // An op's module is the innermost module whose forward runs (module hooks, the
 // C++ API's scopes), refined by the parameters it takes (param_context.h): the
@@ -24,9 +24,11 @@
 
 #include "constant_origins.h"
 #include "control.h"
+#include "device_engine.h"
 #include "module_stack.h"
 #include "monitor.h"
 #include "op_facts.h"
+#include "op_groups.h"
 #include "op_pending.h"
 #include "parameters.h"
 #include "stats_cpu.h"
@@ -62,27 +64,38 @@ bool g_registered = false;
 
 uint32_t read_observe() { return read_control(ovf_state.control.observe); }
 
-// Read with the statistics engine: an ATen op here would run this observer again.
-bool holds_nan(const at::Tensor& t) {
-  TensorView view;
-  return stats_view(t, &view) && tensor_stats(t, view).nan_count > 0;
-}
-
 // A NaN/Inf handed to the op as a constant: a Python float argument, or a
 // 0-dim tensor (how torch wraps Python numbers, and scalars such as the inf
-// that isfinite compares with). Sets *nan when it is a NaN.
-bool constant_nonfinite(const c10::IValue& value, bool* nan) {
+// that isfinite compares with). Sets *nan when it is a NaN. A 0-dim device
+// tensor is judged with the op's outputs instead (op.start_inputs): its value
+// is not waited for here.
+bool constant_nonfinite(PendingOp& op, const c10::IValue& value, bool* nan) {
   if (value.isDouble()) {
     *nan = std::isnan(value.toDouble());
     return !std::isfinite(value.toDouble());
   }
-  if (value.isTensor()) {
-    const at::Tensor& t = value.toTensor();
-    if (!t.defined() || t.dim() != 0 || !tensor_nonfinite(t)) return false;
-    *nan = holds_nan(t);
-    return true;
+  if (!value.isTensor()) return false;
+  const at::Tensor& t = value.toTensor();
+  if (!t.defined() || t.dim() != 0) return false;
+  TensorView view;
+  if (!stats_view(t, &view)) return false;
+  const StatsRef stats = stats_as_of_now(t, view);
+  if (stats.batch) {
+    op.start_inputs.push_back({t, stats, /*constant_candidate=*/true});
+    return false;
   }
-  return false;
+  if (!stats.known.nonfinite()) return false;
+  *nan = stats.known.nan_count > 0;
+  return true;
+}
+
+// An input the op writes in place: its value now, judged with the outputs.
+void note_start_input(PendingOp& op, const at::Tensor& t) {
+  TensorView view;
+  if (!stats_view(t, &view)) return;
+  StatsRef stats = uses_device_engine(t) ? enqueue_device_stats(t, view.dtype, /*now=*/true)
+                                         : stats_as_of_now(t, view);
+  op.start_inputs.push_back({t, std::move(stats), /*constant_candidate=*/false});
 }
 
 // A number torch wrapped into a tensor for the op (`mask * 2.0`): a constant.
@@ -93,27 +106,6 @@ bool wrapped_number(const at::Tensor& t) { return t.unsafeGetTensorImpl()->is_wr
 bool in_backward() {
   return !t_backward.empty() || torch::autograd::get_current_graph_task_id() != -1;
 }
-
-}  // namespace
-
-void judge_input(PendingOp& op, const at::Tensor& t) {
-  if (!tensor_nonfinite(t)) return;
-  if (!has_constant_origin(t)) {
-    op.carried_in = true;
-    // The first value that reaches an op from where ovf did not look: a
-    // parameter's gradient (the backward pass, unwatched without --backward)
-    // is named on the record.
-    if (op.carried_gradient == OVF_NO_ID &&
-        __atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_ACQUIRE) == OVF_NO_SEQ) {
-      op.carried_gradient = gradient_owner(t);
-    }
-    return;
-  }
-  op.constant = true;
-  if (!op.deliberate_nan && holds_nan(t)) op.deliberate_nan = true;
-}
-
-namespace {
 
 // The module a forward op runs in: the innermost module (or the enclosing op's
 // module, which its parameters may have refined), refined again by the first
@@ -163,6 +155,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
         fn.seqNr(), op_facts(fn).name_id, context, t_outer_location};
   }
   if (!observed) return nullptr;
+  if (t_depth == 0) poll_op_groups();  // the groups whose statistics arrived meanwhile
   if (t_depth == t_pending.size()) t_pending.emplace_back();
   PendingOp& op = t_pending[t_depth++];
   op.handle = fn.handle();
@@ -178,7 +171,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   bool read_a_tensor = false;
   op.inputs.clear();
   op.operands.clear();
-  op.held.clear();
+  op.start_inputs.clear();
   op.scanned.clear();
   const std::vector<bool>& written = op.facts->written;
   // Without a schema, an in-place op's inputs are judged before it writes them.
@@ -187,7 +180,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   for (const c10::IValue& input : fn.inputs()) {
     const size_t i = index++;
     bool nan = false;
-    if (constant_nonfinite(input, &nan)) {
+    if (constant_nonfinite(op, input, &nan)) {
       op.constant = true;  // deliberate: the op was told to make this value
       op.deliberate_nan |= nan;
       continue;
@@ -204,13 +197,22 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
       if (!now) {
         op.inputs.push_back(t);
       } else {
-        judge_input(op, t);
+        note_start_input(op, t);
       }
     });
   }
   if (!op.facts->makes_constant && !read_a_tensor) op.only_constants = false;
   return nullptr;
 }
+
+}  // namespace
+
+uint32_t program_location() {
+  const LocationProvider provider = g_location_provider.load(std::memory_order_acquire);
+  return provider != nullptr ? provider() : OVF_NO_ID;
+}
+
+namespace {
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
   if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
@@ -230,15 +232,20 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
   PendingOp& op = t_pending[i - 1];
   try {
     if (Monitor::instance().active() && read_control(ovf_state.control.enabled))
-      record_outputs(fn, op, i >= 2 ? &t_pending[i - 2] : nullptr,
-                     t_backward.empty() ? nullptr : &t_backward.back(), in_backward());
+      add_ended_op(end_op(fn, op, i >= 2 ? &t_pending[i - 2] : nullptr,
+                          t_backward.empty() ? nullptr : &t_backward.back(), in_backward()));
   } catch (const std::exception&) {
     // An op's outputs ovf cannot read must never fail the op itself.
   }
   op.inputs.clear();  // release the references now, not when the slot is reused
-  op.held.clear();
+  op.start_inputs.clear();
   op.scanned.clear();
   t_depth = i - 1;
+  if (t_depth > 0) return;
+  try {
+    end_outermost_op();
+  } catch (const std::exception&) {
+  }
 }
 
 }  // namespace

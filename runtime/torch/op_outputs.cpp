@@ -1,7 +1,8 @@
 // The op observer's second half: an op's outputs, once it has returned -- their
-// statistics, what each non-finite one is (producer, carrier, deliberate), why a
-// producer made it, and the records, held by an enclosing op that may return
-// the value as its own (op_observer.cpp has the callbacks).
+// statistics (requested at its end, op_groups.h says when they are judged),
+// what each non-finite one is (producer, carrier, deliberate), why a producer
+// made it, and the records, held by an enclosing op that may return the value
+// as its own (op_observer.cpp has the callbacks).
 #include <ATen/record_function.h>
 
 #include <algorithm>
@@ -11,10 +12,13 @@
 #include <vector>
 
 #include "constant_origins.h"
+#include "device_engine.h"
 #include "diagnosis.h"
 #include "monitor.h"
+#include "op_groups.h"
 #include "op_observer.h"
 #include "op_pending.h"
+#include "parameters.h"
 #include "record.h"
 #include "ring_writer.h"
 #include "stats_cpu.h"
@@ -34,6 +38,9 @@ void set_op_event_handler(OpEventHandler handler) {
 namespace op_detail {
 namespace {
 
+// The records committed on this thread whose events the handler has not seen.
+thread_local std::vector<std::pair<ovf_record, uint32_t>> t_events;
+
 uint32_t output_label_id(size_t index, size_t count) {
   static const uint32_t plain = intern("output");
   if (count == 1) return plain;
@@ -52,19 +59,81 @@ bool aliases_an_input(const at::Tensor& out, const PendingOp& op) {
   return false;
 }
 
-// Judges the inputs the op only read, once an output came out non-finite.
-void judge_read_inputs(PendingOp& op) {
-  for (const at::Tensor& in : op.inputs) judge_input(op, in);
+// The tensor's version, or nullopt where it keeps none (inference tensors).
+c10::optional<uint32_t> version_of(const at::Tensor& t) {
+  const c10::VariableVersion& counter = t.unsafeGetTensorImpl()->version_counter();
+  if (!counter.enabled()) return c10::nullopt;
+  return counter.current_version();
+}
+
+constexpr uint32_t kNoVersion = 0xffffffffu;
+
+// The statistics of the inputs the op only read, as they are now: computed
+// once, the first time an output comes out non-finite (at the op's end where
+// its outputs' statistics were known there, else when they arrived). An input
+// written since the op read it is not judged by what it holds now.
+const std::vector<Stats>& read_input_stats(EndedOp& e) {
+  if (e.inputs_judged) return e.input_stats;
+  e.inputs_judged = true;
+  e.input_stats.resize(e.op.inputs.size());
+  for (size_t i = 0; i < e.op.inputs.size(); ++i) {
+    const at::Tensor& in = e.op.inputs[i];
+    const c10::optional<uint32_t> version = version_of(in);
+    if (version.value_or(kNoVersion) != e.input_versions[i]) {
+      e.inputs_rewritten = true;
+      continue;
+    }
+    TensorView view;
+    if (stats_view(in, &view)) e.input_stats[i] = tensor_stats(in, view);
+  }
+  return e.input_stats;
+}
+
+// A NaN/Inf in an input the op read: carried in, or deliberate (constant_origins.h).
+void judge_input(PendingOp& op, const at::Tensor& t, const Stats& s) {
+  if (!s.nonfinite()) return;
+  if (!has_constant_origin(t)) {
+    op.carried_in = true;
+    // The first value that reaches an op from where ovf did not look: a
+    // parameter's gradient (the backward pass, unwatched without --backward)
+    // is named on the record.
+    if (op.carried_gradient == OVF_NO_ID &&
+        __atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_ACQUIRE) == OVF_NO_SEQ) {
+      op.carried_gradient = gradient_owner(t);
+    }
+    return;
+  }
+  op.constant = true;
+  if (s.nan_count > 0) op.deliberate_nan = true;
+}
+
+// The inputs judged from their values at the start: in-place operands, and
+// 0-dim device tensors that turn out to be NaN/Inf constants (those are then
+// not inputs that carry a value in). Returns the constants' tensors.
+std::vector<const c10::TensorImpl*> judge_start_inputs(PendingOp& op) {
+  std::vector<const c10::TensorImpl*> constants;
+  for (const StartInput& in : op.start_inputs) {
+    const Stats s = in.stats.get();
+    if (!in.constant_candidate) {
+      judge_input(op, in.tensor, s);
+    } else if (s.nonfinite()) {
+      op.constant = true;  // deliberate: the op was told to make this value
+      op.deliberate_nan |= s.nan_count > 0;
+      constants.push_back(in.tensor.unsafeGetTensorImpl());
+    }
+  }
+  return constants;
 }
 
 // What a non-finite output is: expected (ovf.expected_nonfinite()), carried in (an input held a
 // NaN/Inf nobody meant), deliberate (made from constants alone, or carrying a deliberate -inf on),
 // or produced here -- from finite values, or a NaN from deliberate infinities (softmax of a row
 // masked whole, -inf - -inf): masks do not make NaN.
-uint32_t role_of(const PendingOp& op, const Stats& s) {
+uint32_t role_of(const EndedOp& e, const Stats& s) {
   // Inside ovf.expected_nonfinite() everything made is deliberate, and stays
   // so where it is read after the region (the scaler's isinf() of its probe).
-  if (Monitor::instance().expecting_nonfinite()) return OVF_FLAG_CONSTANT;
+  if (e.expecting) return OVF_FLAG_CONSTANT;
+  const PendingOp& op = e.op;
   if (op.carried_in) return OVF_FLAG_CARRIER;
   const bool new_nan = s.nan_count > 0 && !op.deliberate_nan;
   if ((op.constant || op.only_constants) && !new_nan) return OVF_FLAG_CONSTANT;
@@ -78,26 +147,25 @@ bool covers_its_storage(const at::Tensor& t) {
          static_cast<size_t>(t.numel()) * t.element_size() == t.storage().nbytes();
 }
 
-// Notes what the op left in `out`'s storage: a later op that reads it learns
-// whether its NaN/Inf is deliberate. In-place writes of data forget a mask.
-void note_output(const PendingOp& op, const at::Tensor& out, uint32_t role) {
+// Notes at the op's end what it left in `out`'s storage that needs no value
+// (made from constants alone; an in-place write of data forgets a mask), so
+// that the ops after it, which start before it is judged, read it. Returns
+// whether it was noted as made from constants alone.
+bool note_output_at_end(const PendingOp& op, const at::Tensor& out) {
   // x[0] = 0.0 writes a constant into part of x: the rest is still data.
   const bool part_of_data = op.only_constants && op.facts->in_place && !covers_its_storage(out) &&
                             origin_of(out) != Origin::kOnlyConstants;
   if (op.only_constants && !part_of_data) {
     note_origin(out, Origin::kOnlyConstants);
-  } else if (role == OVF_FLAG_CONSTANT) {
-    note_origin(out, Origin::kDeliberate);
-  } else if (op.facts->in_place) {
-    note_origin(out, Origin::kNone);
+    return true;
   }
+  if (op.facts->in_place) note_origin(out, Origin::kNone);
+  return false;
 }
 
-void commit(ovf_record& r) {
-  const uint32_t events = Monitor::instance().commit_line(r);
-  if (events == 0) return;
-  if (OpEventHandler handler = g_op_event_handler.load(std::memory_order_acquire))
-    handler(r, events);
+void commit(ovf_record& r, const EndedOp& e) {
+  const uint32_t events = Monitor::instance().commit_line(r, e.batch, e.late);
+  if (events != 0) t_events.emplace_back(r, events);
 }
 
 // A held record's why worth telling from an op that encloses it, or OVF_NO_ID.
@@ -108,44 +176,42 @@ uint32_t telling_why(const HeldRecord& h) {
   return is_generic(interned(r.diagnosis_id)) ? uint32_t{OVF_NO_ID} : r.diagnosis_id;
 }
 
-// Drops the held records of `op` that `out` returns (the value is the enclosing
-// op's event); the innermost producer's why among them, or OVF_NO_ID.
-uint32_t supersede_held(PendingOp& op, const at::Tensor& out) {
-  if (op.held.empty() || !out.has_storage()) return OVF_NO_ID;
-  const void* storage = out.storage().unsafeGetStorageImpl();
+// Drops the held records that an output in `storage` returns (the value is the
+// enclosing op's event); the innermost producer's why among them, or OVF_NO_ID.
+uint32_t supersede_held(std::vector<HeldRecord>& held, const void* storage) {
+  if (held.empty() || storage == nullptr) return OVF_NO_ID;
   uint32_t why = OVF_NO_ID;
-  const auto end = std::remove_if(op.held.begin(), op.held.end(), [&](const HeldRecord& h) {
+  const auto end = std::remove_if(held.begin(), held.end(), [&](const HeldRecord& h) {
     if (h.storage._unsafe_get_target() != storage) return false;
     if (why == OVF_NO_ID) why = telling_why(h);
     return true;
   });
-  op.held.erase(end, op.held.end());
+  held.erase(end, held.end());
   return why;
 }
 
-// Why the op made a NaN/Inf from finite inputs (diagnosis.h), interned; the
-// inputs' statistics are computed here only, at a producer.
-uint32_t diagnose_producer(const PendingOp& op, const Stats& output, ovf_dtype dtype) {
+// Why the op made a NaN/Inf from finite inputs (diagnosis.h), interned.
+uint32_t diagnose_producer(EndedOp& e, const Stats& output, ovf_dtype dtype) {
+  const std::vector<Stats>& inputs = read_input_stats(e);
+  if (e.inputs_rewritten) {
+    static const uint32_t rewritten = intern(
+        "an input was written again before the statistics arrived (fast device mode): "
+        "--device-mode exact judges it");
+    return rewritten;
+  }
   std::vector<Operand> operands;
-  for (int32_t index : op.operands) {
+  for (int32_t index : e.op.operands) {
     Operand operand;
     TensorView view;
-    if (index >= 0 && stats_view(op.inputs[index], &view)) {
-      operand.stats = tensor_stats(op.inputs[index], view);
+    if (index >= 0 && stats_view(e.op.inputs[index], &view)) {
+      operand.stats = inputs[index];
       operand.dtype = view.dtype;
     }
     operands.push_back(operand);
   }
   const std::string why =
-      diagnose(std::string(interned(op.facts->name_id)), {output, dtype}, operands);
+      diagnose(std::string(interned(e.op.facts->name_id)), {output, dtype}, operands);
   return why.empty() ? OVF_NO_ID : intern(why);
-}
-
-// The tensor's version, or nullopt where it keeps none (inference tensors).
-c10::optional<uint32_t> version_of(const at::Tensor& t) {
-  const c10::VariableVersion& counter = t.unsafeGetTensorImpl()->version_counter();
-  if (!counter.enabled()) return c10::nullopt;
-  return counter.current_version();
 }
 
 // The statistics of `numel` zeros, as the CPU engine would give them.
@@ -163,8 +229,8 @@ Stats zero_stats(uint64_t numel) {
 constexpr size_t kMaxScanned = 64;  // per op: enough for any composite op's results
 
 // The output's statistics: a nested op's scan of the very same tensor, or a new one.
-Stats output_stats(const PendingOp& op, const at::Tensor& out, const TensorView& view,
-                   PendingOp* parent) {
+StatsRef output_stats(const PendingOp& op, const at::Tensor& out, const TensorView& view,
+                      PendingOp* parent) {
   const c10::optional<uint32_t> version = version_of(out);
   const c10::TensorImpl* impl = out.unsafeGetTensorImpl();
   const ScannedOutput* found = nullptr;
@@ -176,7 +242,7 @@ Stats output_stats(const PendingOp& op, const at::Tensor& out, const TensorView&
       }
     }
   }
-  const Stats stats = found != nullptr ? found->stats : tensor_stats(out, view);
+  StatsRef stats = found != nullptr ? found->stats : stats_as_of_now(out, view);
   if (version && parent != nullptr && parent->scanned.size() < kMaxScanned)
     parent->scanned.push_back({c10::weak_intrusive_ptr<c10::TensorImpl>(out.getIntrusivePtr()),
                                *version, view.data, stats});
@@ -185,81 +251,148 @@ Stats output_stats(const PendingOp& op, const at::Tensor& out, const TensorView&
 
 }  // namespace
 
-void record_outputs(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent,
-                    const BackwardNode* node, bool backward) {
+StatsRef stats_as_of_now(const at::Tensor& t, const TensorView& view) {
+  if (uses_device_engine(t)) return enqueue_device_stats(t, view.dtype);
+  StatsRef ref;
+  ref.known = tensor_stats(t, view);
+  return ref;
+}
+
+EndedOp end_op(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent,
+               const BackwardNode* node, bool backward) {
   // Reused: an op's outputs are collected on every call.
   static thread_local std::vector<at::Tensor> outputs;
-  std::vector<HeldRecord> own;  // this op's non-finite records (rare: no allocation else)
+  EndedOp e;
   outputs.clear();
   if (!op.facts->writes_no_values) {
     for (const c10::IValue& value : fn.outputs()) {
       for_each_tensor(value, [&](const at::Tensor& t) { outputs.push_back(t); });
     }
   }
-  bool judged = false;
+  bool all_known = true;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const at::Tensor& out = outputs[i];
     // A view of an input produces no values of its own (in-place ops do).
     if (!op.facts->in_place && aliases_an_input(out, op)) continue;
-    const uint32_t inner_why = supersede_held(op, out);
+    OutputLine line;
+    line.label_id = output_label_id(i, outputs.size());
+    if (out.has_storage()) line.storage = out.storage().getWeakStorageImpl();
     TensorView view;
-    if (!stats_view(out, &view)) continue;
-    // Zeros need no read (optimizer.zero_grad() zeroes every gradient each step).
-    const bool zeros = op.facts->writes_zeros ||
-                       (parent != nullptr && parent->facts->writes_zeros && op.facts->in_place);
-    const Stats s = zeros ? zero_stats(static_cast<uint64_t>(out.numel()))
-                          : output_stats(op, out, view, parent);
+    line.readable = stats_view(out, &view);
+    if (line.readable) {
+      line.dtype = view.dtype;
+      line.device = device_id_of(out);
+      line.numel = static_cast<uint64_t>(out.numel());
+      // Zeros need no read (optimizer.zero_grad() zeroes every gradient each step).
+      line.zeros = op.facts->writes_zeros ||
+                   (parent != nullptr && parent->facts->writes_zeros && op.facts->in_place);
+      if (!line.zeros) line.stats = output_stats(op, out, view, parent);
+      all_known = all_known && line.stats.batch == nullptr;
+      line.only_constants_noted = note_output_at_end(op, out);
+    }
+    e.outputs.push_back(std::move(line));
+  }
+  outputs.clear();  // drop the references now
+  e.parent = parent != nullptr ? parent->handle : 0;
+  e.has_node = node != nullptr;
+  if (node != nullptr) e.node = *node;
+  e.backward = backward;
+  e.expecting = Monitor::instance().expecting_nonfinite();
+  e.batch = Monitor::instance().record_batch();
+  e.op = std::move(op);
+  e.input_versions.reserve(e.op.inputs.size());
+  for (const at::Tensor& in : e.op.inputs)
+    e.input_versions.push_back(version_of(in).value_or(kNoVersion));
+  // Where the outputs' values are known now, a non-finite one has its inputs
+  // read now too: an op nested after it in the same outermost op may write them.
+  if (all_known) {
+    for (const OutputLine& line : e.outputs) {
+      if (line.readable && !line.zeros && line.stats.known.nonfinite()) {
+        read_input_stats(e);
+        break;
+      }
+    }
+  }
+  return e;
+}
+
+void judge_op(EndedOp& e, EndedOp* parent) {
+  PendingOp& op = e.op;
+  const std::vector<const c10::TensorImpl*> constants = judge_start_inputs(op);
+  std::vector<HeldRecord> own;  // this op's non-finite records (rare: no allocation else)
+  bool judged = false;
+  for (const OutputLine& line : e.outputs) {
+    const uint32_t inner_why = supersede_held(e.held, line.storage._unsafe_get_target());
+    if (!line.readable) continue;
+    const Stats s = line.zeros ? zero_stats(line.numel) : line.stats.get();
     uint32_t role = 0;
     if (s.nonfinite()) {
-      if (!judged) judge_read_inputs(op);
+      if (!judged) {  // the inputs it only read
+        const std::vector<Stats>& inputs = read_input_stats(e);
+        for (size_t i = 0; i < op.inputs.size(); ++i) {
+          const c10::TensorImpl* impl = op.inputs[i].unsafeGetTensorImpl();
+          if (std::find(constants.begin(), constants.end(), impl) == constants.end())
+            judge_input(op, op.inputs[i], inputs[i]);
+        }
+      }
       judged = true;
-      role = role_of(op, s);
+      role = role_of(e, s);
     }
-    note_output(op, out, role);
+    if (role == OVF_FLAG_CONSTANT && !line.only_constants_noted) {
+      if (c10::intrusive_ptr<c10::StorageImpl> storage = line.storage.lock())
+        note_origin(c10::Storage(std::move(storage)), Origin::kDeliberate);
+    }
     uint32_t diagnosis =
-        role == OVF_FLAG_PRODUCER ? diagnose_producer(op, s, view.dtype) : uint32_t{OVF_NO_ID};
+        role == OVF_FLAG_PRODUCER ? diagnose_producer(e, s, line.dtype) : uint32_t{OVF_NO_ID};
     // A composite op (cross_entropy_loss) that returns what an op inside it made
     // is told by that op's why (nll_loss2d_forward's 0/0), unless its own says more.
     if (role == OVF_FLAG_PRODUCER && inner_why != OVF_NO_ID &&
         (diagnosis == OVF_NO_ID || is_generic(interned(diagnosis)))) {
       diagnosis = inner_why;
     }
-    ovf_record r = make_line(OVF_KIND_OP_OUTPUT, output_label_id(i, outputs.size()), s, view.dtype,
-                             device_id_of(out), role | (backward ? OVF_FLAG_BACKWARD : 0));
+    ovf_record r = make_line(OVF_KIND_OP_OUTPUT, line.label_id, s, line.dtype, line.device,
+                             role | (e.backward ? OVF_FLAG_BACKWARD : 0));
     r.name_id = op.facts->name_id;
-    r.context_id = node != nullptr ? node->module_id : op.context;
-    r.aux_id = node != nullptr ? node->forward_op_id
-                               : (role == OVF_FLAG_CARRIER ? op.carried_gradient : OVF_NO_ID);
+    r.context_id = e.has_node ? e.node.module_id : op.context;
+    r.aux_id = e.has_node ? e.node.forward_op_id
+                          : (role == OVF_FLAG_CARRIER ? op.carried_gradient : OVF_NO_ID);
     r.diagnosis_id = diagnosis;
-    r.location_id = node != nullptr ? node->location_id : OVF_NO_ID;
+    r.location_id = e.has_node ? e.node.location_id : e.location_id;
     // Only non-finite values wait: an inner op may write an intermediate value
     // that the outer one changes in place (addmm after its copy_ of the bias).
     if (!s.nonfinite()) {
-      commit(r);
+      commit(r, e);
     } else {
       // Held by the enclosing op, which may return it; committed here after
       // what the nested ops made otherwise.
-      own.push_back(
-          {r,
-           parent != nullptr && out.has_storage()
-               ? out.storage().getWeakStorageImpl()
-               : c10::weak_intrusive_ptr<c10::StorageImpl>(c10::intrusive_ptr<c10::StorageImpl>()),
-           inner_why});
+      own.push_back({r,
+                     parent != nullptr ? line.storage
+                                       : c10::weak_intrusive_ptr<c10::StorageImpl>(
+                                             c10::intrusive_ptr<c10::StorageImpl>()),
+                     inner_why});
     }
   }
-  outputs.clear();  // drop the references now
   // What nested ops made and this op did not return stays theirs, and ran first
   // (rnn_relu's addmm that overflowed): committed before this op's outputs.
-  for (std::vector<HeldRecord>* records : {&op.held, &own}) {
+  for (std::vector<HeldRecord>* records : {&e.held, &own}) {
     for (HeldRecord& h : *records) {
       if (parent != nullptr && h.storage._unsafe_get_target() != nullptr) {
         parent->held.push_back(h);
       } else {
-        commit(h.record);
+        commit(h.record, e);
       }
     }
   }
-  op.held.clear();
+  e.held.clear();
+}
+
+void deliver_op_events() {
+  if (t_events.empty()) return;
+  std::vector<std::pair<ovf_record, uint32_t>> events;
+  events.swap(t_events);
+  const OpEventHandler handler = g_op_event_handler.load(std::memory_order_acquire);
+  if (handler == nullptr) return;
+  for (const auto& [record, bits] : events) handler(record, bits);
 }
 
 }  // namespace op_detail

@@ -1,18 +1,32 @@
-// The op observer's record of an op between its start and end callbacks, shared by
-// the callbacks (op_observer.cpp) and the judging of its outputs (op_outputs.cpp).
+// The op observer's record of an op between its start and end callbacks, and of
+// its outputs until they are judged: shared by the callbacks (op_observer.cpp),
+// the judging (op_outputs.cpp) and the queue of ops whose device statistics
+// have not arrived yet (op_groups.cpp).
 #ifndef OVF_OP_PENDING_H
 #define OVF_OP_PENDING_H
 
 #include <ATen/record_function.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "device_batch.h"
 #include "op_facts.h"
+#include "record.h"
 #include "stats.h"
 
 namespace ovf {
 namespace op_detail {
+
+// A tensor's statistics: computed at once (a CPU tensor), or a line of a device
+// batch that arrives later (op_groups.h).
+struct StatsRef {
+  std::shared_ptr<TensorStatsBatch> batch;  // null: `known` holds them
+  int index = -1;
+  Stats known;
+  Stats get() const { return batch ? batch->result(index) : known; }
+};
 
 struct HeldRecord {
   ovf_record record;
@@ -35,7 +49,16 @@ struct ScannedOutput {
   c10::weak_intrusive_ptr<c10::TensorImpl> impl;
   uint32_t version;
   const void* data;
-  Stats stats;
+  StatsRef stats;
+};
+
+// An input judged from its value at the op's start: one the op writes in place
+// (read before the op overwrites it), or a 0-dim device tensor that may be a
+// NaN/Inf handed to the op as a constant (a CPU one is judged at once).
+struct StartInput {
+  at::Tensor tensor;
+  StatsRef stats;
+  bool constant_candidate = false;
 };
 
 // An op between its start and end callbacks.
@@ -52,11 +75,8 @@ struct PendingOp {
   // Its tensor arguments in order: an index into `inputs`, or -1 for one judged
   // at the start (written in place) or not at all (overwritten whole).
   std::vector<int32_t> operands;
-  // Non-finite outputs of ops nested in this one, not committed yet: the value
-  // an enclosing op returns is that op's event (.half() is aten::to, not the
-  // _to_copy and copy_ inside it), so it is held until the outermost ends.
-  std::vector<HeldRecord> held;
-  std::vector<ScannedOutput> scanned;  // by the ops nested in this one
+  std::vector<StartInput> start_inputs;  // judged with the outputs
+  std::vector<ScannedOutput> scanned;    // by the ops nested in this one
 };
 
 // A backward node (e.g. LogBackward0) whose inner ops are running.
@@ -65,6 +85,46 @@ struct BackwardNode {
   uint32_t forward_op_id;
   uint32_t module_id;
   uint32_t location_id;  // where in the program the forward op ran
+};
+
+// One output of an ended op, until it is judged.
+struct OutputLine {
+  uint32_t label_id = OVF_NO_ID;
+  bool readable = false;  // a view ovf reads (else it only returns a held value)
+  ovf_dtype dtype = OVF_DTYPE_UNKNOWN;
+  DeviceId device{};
+  bool zeros = false;  // known to be zeros: no statistics read
+  uint64_t numel = 0;
+  StatsRef stats;
+  // What an enclosing op may return (weak: see HeldRecord).
+  c10::weak_intrusive_ptr<c10::StorageImpl> storage{c10::intrusive_ptr<c10::StorageImpl>()};
+  bool only_constants_noted = false;  // noted at the end as made from constants alone
+};
+
+// An ended op, until its outputs are judged: at once where their statistics are
+// known (CPU tensors, exact device mode), else when its outermost op's device
+// batch arrives. Judged in the order the ops ended; an op nested in another
+// ends first, and hands what it made to the enclosing op (`parent`).
+struct EndedOp {
+  PendingOp op;
+  at::RecordFunctionHandle parent = 0;  // the op it runs inside, 0 for none
+  bool has_node = false;                // it runs in a backward node:
+  BackwardNode node{};                  // ... this one
+  bool backward = false;                // it runs in a backward pass
+  bool expecting = false;               // inside ovf.expected_nonfinite()
+  uint64_t batch = 0;                   // the batch its records belong to
+  // The program's line (a forward op judged after its outermost op returned:
+  // the stack has moved on by then), or OVF_NO_ID.
+  uint32_t location_id = OVF_NO_ID;
+  bool late = false;  // ... judged so
+  // The read inputs' versions at the end: an input written since (before the
+  // statistics arrived) is not judged from what it holds now.
+  std::vector<uint32_t> input_versions;
+  bool inputs_judged = false;     // input_stats computed (once, at the first non-finite output)
+  bool inputs_rewritten = false;  // ... and one had been written since: not judged
+  std::vector<Stats> input_stats;
+  std::vector<OutputLine> outputs;
+  std::vector<HeldRecord> held;  // non-finite outputs of nested ops, not committed yet
 };
 
 template <typename Fn>
@@ -78,15 +138,33 @@ void for_each_tensor(const c10::IValue& value, Fn&& fn) {
   }
 }
 
-// Judges one input of `op` (a NaN/Inf read: carried in, or deliberate).
-void judge_input(PendingOp& op, const at::Tensor& t);
+// The statistics of `t` as of now: computed at once on the CPU; a device
+// tensor's enqueued on its stream (stream order reads it before later work
+// writes it) in the current thread's group (op_groups.h).
+StatsRef stats_as_of_now(const at::Tensor& t, const TensorView& view);
 
-// Checks the op's outputs and commits their records (a non-finite one is held
-// by `parent`, the op this one runs inside, or nullptr, which may return it).
-// `node`: the backward node the op runs in, or nullptr; `backward`: whether it
-// runs in a backward pass (the engine's own ops run outside every node).
-void record_outputs(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent,
-                    const BackwardNode* node, bool backward);
+// Collects an ended op's outputs (their statistics requested, not waited for).
+// `parent`: the op this one runs inside, or nullptr. `node`: the backward node
+// it runs in, or nullptr; `backward`: whether it runs in a backward pass (the
+// engine's own ops run outside every node).
+EndedOp end_op(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent,
+               const BackwardNode* node, bool backward);
+
+// Judges an ended op once its statistics are known: what each non-finite
+// output is (producer, carrier, deliberate), why a producer made it; commits
+// its records, or hands the non-finite ones to `parent` (the enclosing op,
+// which may return the value; nullptr at the outermost op). The events of the
+// records committed wait on this thread for deliver_op_events().
+void judge_op(EndedOp& ended, EndedOp* parent);
+
+// The program's line running now ("model.py:66 in forward", interned), or
+// OVF_NO_ID where the driver gives none (set_location_provider).
+uint32_t program_location();
+
+// Hands the events judge_op committed on this thread to the driver's handler
+// (set_op_event_handler): called with no lock of ovf's held, since the
+// handler may take the interpreter's lock.
+void deliver_op_events();
 
 }  // namespace op_detail
 }  // namespace ovf

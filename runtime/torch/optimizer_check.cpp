@@ -1,6 +1,7 @@
 #include "optimizer_check.h"
 
 #include "control.h"
+#include "device_engine.h"
 #include "monitor.h"
 #include "parameters.h"
 #include "ring_writer.h"
@@ -18,34 +19,53 @@ std::string StepCheck::name_of(const at::Tensor& param, size_t index) const {
                            : "param_groups[...]params[" + std::to_string(index) + "]";
 }
 
-void StepCheck::parameter(const at::Tensor& param, size_t index) {
-  const ovf_record line = tensor_line(OVF_KIND_STEP_PARAM, 0, param);
-  if (!(line.flags & OVF_FLAG_NONFINITE)) return;
-  ovf_record named = line;
-  named.label_id = intern(name_of(param, index));
-  frame_.add_line(named);
-  any_ = true;
-  // The gradient brought the NaN/Inf (the step only applied it) or not (the
-  // step made it): its line says which, next to the parameter's.
-  const at::Tensor& grad = param.grad();
-  if (!grad.defined()) return;
-  ovf_record grad_line = tensor_line(OVF_KIND_STEP_PARAM, 0, grad);
-  if (!(grad_line.flags & OVF_FLAG_NONFINITE)) return;
-  grad_line.label_id = intern(name_of(param, index) + ".grad");
-  frame_.add_line(grad_line);
-  carried_ = true;
-}
+void StepCheck::parameter(const at::Tensor& param, size_t index) { add(param, param, index, ""); }
 
 void StepCheck::state(const at::Tensor& param, size_t index, const std::string& slot,
                       const at::Tensor& value) {
-  ovf_record line = tensor_line(OVF_KIND_STEP_PARAM, 0, value);
-  if (!(line.flags & OVF_FLAG_NONFINITE)) return;
-  line.label_id = intern(name_of(param, index) + " " + slot);
-  frame_.add_line(line);
-  any_ = true;
+  add(value, param, index, slot);
+}
+
+void StepCheck::add(const at::Tensor& t, const at::Tensor& param, size_t index, std::string slot) {
+  TensorView view;
+  if (!stats_view(t, &view)) return;  // no data: nothing to say of it
+  Read read{param, index, std::move(slot), view.dtype, device_id_of(t), -1, Stats()};
+  if (uses_device_engine(t)) {
+    if (!batch_) batch_ = new_device_batch();
+    read.batch_index = batch_->add(t, view.dtype);
+  } else {
+    read.known = tensor_stats(t, view);
+  }
+  reads_.push_back(std::move(read));
 }
 
 uint32_t StepCheck::finish() {
+  if (batch_) {
+    batch_->submit();
+    batch_->wait();
+  }
+  for (const Read& read : reads_) {
+    const Stats s = read.batch_index >= 0 ? batch_->result(read.batch_index) : read.known;
+    if (!s.has_stats) continue;
+    ovf_record line = make_line(OVF_KIND_STEP_PARAM, 0, s, read.dtype, read.device, 0);
+    if (!(line.flags & OVF_FLAG_NONFINITE)) continue;
+    const std::string name = name_of(read.param, read.index);
+    line.label_id = intern(read.slot.empty() ? name : name + " " + read.slot);
+    frame_.add_line(line);
+    any_ = true;
+    if (!read.slot.empty()) continue;
+    // The gradient brought the NaN/Inf (the step only applied it) or not (the
+    // step made it): its line says which, next to the parameter's. Read here
+    // only, at a non-finite parameter.
+    const at::Tensor& grad = read.param.grad();
+    if (!grad.defined()) continue;
+    ovf_record grad_line = tensor_line(OVF_KIND_STEP_PARAM, 0, grad);
+    if (!(grad_line.flags & OVF_FLAG_NONFINITE)) continue;
+    grad_line.label_id = intern(name + ".grad");
+    frame_.add_line(grad_line);
+    carried_ = true;
+  }
+  reads_.clear();
   return any_ ? Monitor::instance().optimizer_step(frame_, carried_) : 0;
 }
 

@@ -2,15 +2,19 @@
 // as Adam's moments) that came out non-finite, as one STEP frame named after
 // the optimizer, named by parameter path (parameters.h); beside each, its
 // gradient ("<path>.grad") when that was non-finite already. A healthy step costs
-// one read of each parameter and writes no record.
+// one read of each parameter and writes no record; the device tensors' reads
+// are one batch, waited for once at finish().
 #ifndef OVF_OPTIMIZER_CHECK_H
 #define OVF_OPTIMIZER_CHECK_H
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "device_batch.h"
 #include "frame_builder.h"
 
 namespace ovf {
@@ -23,11 +27,25 @@ class StepCheck {
   // One of its state tensors, `slot` ("exp_avg_sq"): a line when non-finite.
   void state(const at::Tensor& param, size_t index, const std::string& slot,
              const at::Tensor& value);
-  // Commits the frame when a line was added; returns the stop events.
+  // Reads what was added (one wait for the device tensors), adds the lines of
+  // the non-finite ones, and commits the frame when there are any; returns
+  // the stop events.
   uint32_t finish();
 
  private:
+  struct Read {
+    at::Tensor param;
+    size_t index;
+    std::string slot;  // "" for the parameter itself
+    ovf_dtype dtype;
+    DeviceId device;
+    int batch_index;  // in batch_, or -1: `known`
+    Stats known;
+  };
+  void add(const at::Tensor& tensor, const at::Tensor& param, size_t index, std::string slot);
   std::string name_of(const at::Tensor& param, size_t index) const;
+  std::vector<Read> reads_;
+  std::shared_ptr<TensorStatsBatch> batch_;  // made at the first device tensor
   FrameBuilder frame_;
   bool any_ = false;
   bool carried_ = false;  // a gradient brought the NaN/Inf: the step only applied it

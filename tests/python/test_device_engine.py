@@ -303,3 +303,91 @@ def test_op_level_mode_gives_the_same_verdict_through_the_device_engine():
     cpu = run()
     assert "aten::log" in cpu
     assert run(OVF_TEST_DEFER="0") == cpu
+    # Late statistics: exact mode waits at the op and says the same; fast mode
+    # judges the op later (here when the window of waiting ops is full, as the
+    # statistics never arrive by polling) and names the same op, line and why.
+    assert run(OVF_TEST_DEFER="3", OVF_DEVICE_MODE="exact") == cpu
+    verdict = [line for line in cpu.splitlines() if line.startswith("ovf: ")]
+    assert verdict[:2] == [
+        "ovf: the first non-finite value was produced by aten::log in features.log_scale"
+        " at log_negative.py:36 in forward (batch 3)",
+        "ovf: why: aten::log of 1 negative value (nan)",
+    ]
+    late = run(OVF_TEST_DEFER=NEVER)
+    assert [line for line in late.splitlines() if line.startswith("ovf: ")][:2] == verdict[:2]
+    assert "batch 3: loss nan" in late.splitlines()  # the stop came later than the op
+
+
+OPS_WAITS = os.path.join(REPO, "tests", "python", "scripts", "ops_waits.py")
+
+
+@pytest.mark.parametrize(
+    "mode, defer, waits",
+    [("exact", "1", "all"), ("exact", NEVER, "all"), ("fast", "1", "once a step")],
+)
+def test_op_statistics_wait_once_per_outermost_op_in_exact_mode_and_not_in_fast(
+    mode, defer, waits
+):
+    # Op outputs, in-place inputs and backward ops of device tensors go into one
+    # batch per outermost op (a module output's gradient into one of its own):
+    # exact mode waits once for it, fast mode judges it when it arrived (a
+    # statistic one poll late here), waiting only where the optimizer step's
+    # check (which waits anyway) judges what ran before it: once a step.
+    p = run_ovf_child(
+        ["-m", "ovf", "--ops", "--backward", OPS_WAITS, "5"],
+        OVF_TEST_DEFER=defer,
+        OVF_DEVICE_MODE=mode,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    counted = p.stdout.splitlines()[-1].split()
+    assert counted[0] == "waits" and counted[2] == "groups", p.stdout
+    n_waits, n_groups = int(counted[1]), int(counted[3])
+    # forward, loss, backward, zero_grad and SGD: 15 outermost ops a step, 4 more
+    # in the first; and each step's 4 module output gradients, a group each
+    assert n_groups == 79 + 5 * 4
+    assert n_waits == (n_groups if waits == "all" else 5)
+
+
+def test_fast_mode_keeps_at_most_a_window_of_op_groups_waiting():
+    # Statistics that never arrive by polling, and no optimizer step to judge
+    # them: past kMaxGroupsInFlight (64) queued groups, each new one waits for
+    # the oldest.
+    p = run_ovf_child(
+        ["-m", "ovf", "--ops", OPS_WAITS, "30", "forward"],
+        OVF_TEST_DEFER=NEVER,
+        OVF_DEVICE_MODE="fast",
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.splitlines()[-1] == f"waits {124 - 64} groups 124"
+
+
+@pytest.mark.parametrize("defer", [None, "3", NEVER])
+def test_a_backward_nan_gets_the_same_verdict_however_late_its_statistics(defer):
+    # The backward's ops and gradient lines are judged late (NEVER: only when
+    # the optimizer step's check waits, which judges what ran before it first):
+    # the verdict is the backward op's, not the step's write of its result.
+    env = {"OVF_TEST_DEFER": defer} if defer else {}
+    p = run_ovf_child(
+        ["-m", "ovf", "--backward", os.path.join(REPO, "tests", "python", "scripts",
+                                                 "backward_nan.py"), "2", "4"],
+        **env,
+    )
+    assert p.returncode == 1, p.stderr[-3000:]
+    assert [line for line in p.stdout.splitlines() if line.startswith(("ovf:", "step"))] == [
+        "step 0: loss 12",
+        "step 1: loss 12",
+        "ovf: the first non-finite value was produced in the backward pass by aten::div, the"
+        " gradient of aten::sqrt in <root Linear> at backward_nan.py:15 in forward (batch 2)",
+        "ovf: why: aten::div: the divisor has 12 zeros: x/0 in 12 elements (inf)",
+    ]
+
+
+def test_the_optimizer_check_waits_once_per_step():
+    # 10 layers, 20 parameters, 3 steps in exact mode: each forward's 11 frames
+    # wait once each, and each step's check of the 20 parameters once.
+    p = run_ovf_child(
+        [os.path.join(REPO, "tests", "python", "scripts", "optimizer_waits.py"), "10", "3"],
+        OVF_TEST_DEFER=NEVER,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.splitlines()[-1] == f"waits {3 * 11 + 3}"
