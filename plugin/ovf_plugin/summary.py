@@ -224,7 +224,7 @@ def stop_summary(ring, event, chosen=None):
     unseen = compiled.note(shown)
     if unseen:
         out.append(unseen)
-    late = device.late_note(ring.header)
+    late = device.late_note(ring.header, op=event.op is not None)
     if late is not None:
         out.append(f"ovf: {late}")
     # The runtime took a snapshot of the Python stack at the event (none in a

@@ -46,10 +46,18 @@ def status_lines(header, always=False):
     return out
 
 
-def late_note(header):
-    """The stop summary's line for an event judged after its frame returned."""
+def late_note(header, op=False):
+    """The stop summary's line for an event judged after its frame (or its op:
+    `op`) returned."""
     if header.layout_version < 3 or not header.last_event_late:
         return None
+    if op:
+        return (
+            "fast device mode: this op's statistics arrived after it had returned, so the "
+            "process stopped at a later op or hook (`ovf py-bt` shows where it was then; the "
+            "line named above is the op's own); --device-mode exact (OVF_DEVICE_MODE=exact) "
+            "stops right after the op"
+        )
     return (
         "fast device mode: this frame's statistics arrived after its forward had returned, "
         "so the process stopped at a later hook (`ovf py-bt` shows where it was then); "

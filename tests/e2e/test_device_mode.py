@@ -44,3 +44,27 @@ def test_exact_mode_stops_inside_the_frame(debugger):
     assert LATE not in out.splitlines()
     assert "batch 3" not in out.splitlines()
     assert STATUS.format("exact") in out.splitlines(), out
+
+
+LATE_OP = (
+    "ovf: fast device mode: this op's statistics arrived after it had returned, so the process "
+    "stopped at a later op or hook (`ovf py-bt` shows where it was then; the line named above "
+    "is the op's own); --device-mode exact (OVF_DEVICE_MODE=exact) stops right after the op"
+)
+
+
+def test_fast_mode_names_a_late_ops_own_line(debugger):
+    # --ops: mid's x / 0.0 judged a poll late, at a later op, still names aten::div
+    # at its own line; exact mode stops right after it.
+    for mode, late in (("fast", True), ("exact", False)):
+        env = clean_env(PYTHONPATH=PACKAGE_PARENT, OVF_TEST_DEFER="1", OVF_DEVICE_MODE=mode)
+        out = debugger.run(
+            ["ovf break-on-nan --ops", "run", "kill"],
+            program=[PYTHON, SCRIPT, mode, "2", "5", "raise"],
+            env=env,
+        )
+        lines = out.splitlines()
+        title = "ovf: first non-finite value (inf) at batch 2, op aten::div in mid, produced here"
+        assert lines[lines.index(title) + 1] == "     at deferred_nan.py:20 in forward", out
+        assert (LATE_OP in lines) == late, out
+        assert debugger.hits(out) == 1
