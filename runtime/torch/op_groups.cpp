@@ -31,7 +31,8 @@ struct TensorLine {
 struct OpGroup {
   std::shared_ptr<TensorStatsBatch> open;  // takes tensors until submitted
   std::vector<std::shared_ptr<TensorStatsBatch>> batches;
-  std::vector<EndedOp> ops;
+  std::vector<EndedOp> ops;  // [0, used) are this group's; the rest are kept for reuse
+  size_t used = 0;
   std::vector<TensorLine> lines;
 
   void submit_open() {
@@ -76,10 +77,10 @@ Queue& queue() {
 // Judges a group's ops in the order they ended; each hands what it made to the
 // op it ran inside, which ended after it in the same group.
 void judge_group(OpGroup& group) {
-  for (size_t i = 0; i < group.ops.size(); ++i) {
+  for (size_t i = 0; i < group.used; ++i) {
     EndedOp& op = group.ops[i];
     EndedOp* parent = nullptr;
-    for (size_t j = i + 1; op.parent != 0 && j < group.ops.size(); ++j) {
+    for (size_t j = i + 1; op.parent != 0 && j < group.used; ++j) {
       if (group.ops[j].op.handle == op.parent) {
         parent = &group.ops[j];
         break;
@@ -146,14 +147,21 @@ StatsRef enqueue_device_stats(const at::Tensor& t, ovf_dtype dtype, bool now) {
   return ref;
 }
 
-void add_ended_op(EndedOp&& op) { t_open.ops.push_back(std::move(op)); }
+EndedOp& next_ended_op() {
+  if (t_open.used == t_open.ops.size()) t_open.ops.emplace_back();
+  EndedOp& e = t_open.ops[t_open.used++];
+  e.clear();
+  return e;
+}
+
+void drop_ended_op() { --t_open.used; }
 
 // A group is complete: judged now (its statistics known, or waited for in
-// exact mode, and nothing queued before it), else queued.
-void end_group(OpGroup&& ended) {
-  OpGroup group = std::move(ended);
+// exact mode, and nothing queued before it), else queued. Returns whether it
+// was judged now (`group` is then left as it was, for reuse).
+bool end_group(OpGroup& group) {
   group.submit_open();
-  if (group.ops.empty() && group.lines.empty()) return;  // its ops threw: its batches let go
+  if (group.used == 0 && group.lines.empty()) return true;  // its ops threw: batches let go
   Queue& q = queue();
   if (!group.batches.empty()) q.device_groups.fetch_add(1, std::memory_order_relaxed);
   const bool queued_before = q.size.load(std::memory_order_acquire) > 0;
@@ -163,28 +171,34 @@ void end_group(OpGroup&& ended) {
   if (!queued_before && (group.batches.empty() || group.arrived())) {
     judge_group(group);  // known now, and nothing before it waits
     deliver_op_events();
-    return;
+    return true;
   }
   // Judged later: its forward ops keep the line that ran them.
-  const bool forward = !group.ops.empty() && !group.ops.back().backward;
+  const bool forward = group.used > 0 && !group.ops[group.used - 1].backward;
   const uint32_t location = forward ? program_location() : OVF_NO_ID;
-  for (EndedOp& op : group.ops) {
+  for (size_t i = 0; i < group.used; ++i) {
+    EndedOp& op = group.ops[i];
     op.late = true;
     if (!op.backward) op.location_id = location;
   }
   for (TensorLine& line : group.lines) line.late = true;
+  group.ops.resize(group.used);
   {
     std::lock_guard<std::mutex> lock(q.mutex);
     q.groups.push_back(std::move(group));
     q.size.store(q.groups.size(), std::memory_order_release);
   }
+  group = OpGroup();
   drain(Drain::kOldestOverWindow);
+  return false;
 }
 
 void end_outermost_op() {
-  OpGroup group = std::move(t_open);
-  t_open = OpGroup();
-  end_group(std::move(group));
+  if (end_group(t_open)) {  // judged: its EndedOps are kept for the next group
+    for (size_t i = 0; i < t_open.used; ++i) t_open.ops[i].clear();  // let the tensors go
+    t_open.used = 0;
+    t_open.batches.clear();
+  }
 }
 
 }  // namespace op_detail
@@ -204,7 +218,7 @@ void queue_tensor_line(const ovf_record& line, const at::Tensor& t) {
     queued.stats.known = tensor_stats(t, view);
   }
   group.lines.push_back(std::move(queued));
-  end_group(std::move(group));
+  end_group(group);
 }
 
 void poll_op_groups() { op_detail::drain(op_detail::Drain::kArrived); }

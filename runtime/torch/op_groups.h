@@ -51,8 +51,10 @@ namespace op_detail {
 // submitted at once (a value the op is about to overwrite).
 StatsRef enqueue_device_stats(const at::Tensor& t, ovf_dtype dtype, bool now = false);
 
-// An op ended inside this thread's outermost op (or is it).
-void add_ended_op(EndedOp&& op);
+// A cleared EndedOp for an op that ends inside this thread's outermost op (or
+// is it), in the group; drop_ended_op() takes it back (the op could not be read).
+EndedOp& next_ended_op();
+void drop_ended_op();
 
 // This thread's outermost op ended: its group is judged or queued.
 void end_outermost_op();

@@ -231,9 +231,16 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
   if (i == 0) return;  // started before the observer was armed, or not observed
   PendingOp& op = t_pending[i - 1];
   try {
-    if (Monitor::instance().active() && read_control(ovf_state.control.enabled))
-      add_ended_op(end_op(fn, op, i >= 2 ? &t_pending[i - 2] : nullptr,
-                          t_backward.empty() ? nullptr : &t_backward.back(), in_backward()));
+    if (Monitor::instance().active() && read_control(ovf_state.control.enabled)) {
+      EndedOp& ended = next_ended_op();
+      try {
+        end_op(fn, op, i >= 2 ? &t_pending[i - 2] : nullptr,
+               t_backward.empty() ? nullptr : &t_backward.back(), in_backward(), ended);
+      } catch (...) {
+        drop_ended_op();
+        throw;
+      }
+    }
   } catch (const std::exception&) {
     // An op's outputs ovf cannot read must never fail the op itself.
   }

@@ -258,11 +258,30 @@ StatsRef stats_as_of_now(const at::Tensor& t, const TensorView& view) {
   return ref;
 }
 
-EndedOp end_op(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent,
-               const BackwardNode* node, bool backward) {
+void EndedOp::clear() {
+  op.inputs.clear();
+  op.operands.clear();
+  op.start_inputs.clear();
+  op.scanned.clear();
+  parent = 0;
+  has_node = false;
+  backward = false;
+  expecting = false;
+  batch = 0;
+  location_id = OVF_NO_ID;
+  late = false;
+  input_versions.clear();
+  inputs_judged = false;
+  inputs_rewritten = false;
+  input_stats.clear();
+  outputs.clear();
+  held.clear();
+}
+
+void end_op(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent,
+            const BackwardNode* node, bool backward, EndedOp& e) {
   // Reused: an op's outputs are collected on every call.
   static thread_local std::vector<at::Tensor> outputs;
-  EndedOp e;
   outputs.clear();
   if (!op.facts->writes_no_values) {
     for (const c10::IValue& value : fn.outputs()) {
@@ -270,27 +289,28 @@ EndedOp end_op(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent,
     }
   }
   bool all_known = true;
+  bool known_nonfinite = false;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const at::Tensor& out = outputs[i];
     // A view of an input produces no values of its own (in-place ops do).
     if (!op.facts->in_place && aliases_an_input(out, op)) continue;
-    OutputLine line;
+    e.outputs.emplace_back();
+    OutputLine& line = e.outputs.back();
     line.label_id = output_label_id(i, outputs.size());
     if (out.has_storage()) line.storage = out.storage().getWeakStorageImpl();
     TensorView view;
     line.readable = stats_view(out, &view);
-    if (line.readable) {
-      line.dtype = view.dtype;
-      line.device = device_id_of(out);
-      line.numel = static_cast<uint64_t>(out.numel());
-      // Zeros need no read (optimizer.zero_grad() zeroes every gradient each step).
-      line.zeros = op.facts->writes_zeros ||
-                   (parent != nullptr && parent->facts->writes_zeros && op.facts->in_place);
-      if (!line.zeros) line.stats = output_stats(op, out, view, parent);
-      all_known = all_known && line.stats.batch == nullptr;
-      line.only_constants_noted = note_output_at_end(op, out);
-    }
-    e.outputs.push_back(std::move(line));
+    if (!line.readable) continue;
+    line.dtype = view.dtype;
+    line.device = device_id_of(out);
+    line.numel = static_cast<uint64_t>(out.numel());
+    // Zeros need no read (optimizer.zero_grad() zeroes every gradient each step).
+    line.zeros = op.facts->writes_zeros ||
+                 (parent != nullptr && parent->facts->writes_zeros && op.facts->in_place);
+    if (!line.zeros) line.stats = output_stats(op, out, view, parent);
+    all_known = all_known && line.stats.batch == nullptr;
+    known_nonfinite = known_nonfinite || (!line.zeros && line.stats.known.nonfinite());
+    line.only_constants_noted = note_output_at_end(op, out);
   }
   outputs.clear();  // drop the references now
   e.parent = parent != nullptr ? parent->handle : 0;
@@ -299,21 +319,25 @@ EndedOp end_op(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent,
   e.backward = backward;
   e.expecting = Monitor::instance().expecting_nonfinite();
   e.batch = Monitor::instance().record_batch();
-  e.op = std::move(op);
-  e.input_versions.reserve(e.op.inputs.size());
+  e.op.handle = op.handle;
+  e.op.facts = op.facts;
+  e.op.context = op.context;
+  e.op.carried_in = op.carried_in;
+  e.op.constant = op.constant;
+  e.op.deliberate_nan = op.deliberate_nan;
+  e.op.only_constants = op.only_constants;
+  e.op.carried_gradient = op.carried_gradient;
+  // Known and finite (the CPU's usual case): the inputs say nothing more.
+  if (all_known && !known_nonfinite) return;
+  // Swapped, not copied: both keep their capacity for the next op.
+  std::swap(e.op.inputs, op.inputs);
+  std::swap(e.op.operands, op.operands);
+  std::swap(e.op.start_inputs, op.start_inputs);
   for (const at::Tensor& in : e.op.inputs)
     e.input_versions.push_back(version_of(in).value_or(kNoVersion));
   // Where the outputs' values are known now, a non-finite one has its inputs
   // read now too: an op nested after it in the same outermost op may write them.
-  if (all_known) {
-    for (const OutputLine& line : e.outputs) {
-      if (line.readable && !line.zeros && line.stats.known.nonfinite()) {
-        read_input_stats(e);
-        break;
-      }
-    }
-  }
-  return e;
+  if (known_nonfinite) read_input_stats(e);
 }
 
 void judge_op(EndedOp& e, EndedOp* parent) {

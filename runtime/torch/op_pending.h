@@ -125,6 +125,9 @@ struct EndedOp {
   std::vector<Stats> input_stats;
   std::vector<OutputLine> outputs;
   std::vector<HeldRecord> held;  // non-finite outputs of nested ops, not committed yet
+
+  // Ready to describe another op; vectors keep their capacity (ops are many).
+  void clear();
 };
 
 template <typename Fn>
@@ -143,12 +146,13 @@ void for_each_tensor(const c10::IValue& value, Fn&& fn) {
 // writes it) in the current thread's group (op_groups.h).
 StatsRef stats_as_of_now(const at::Tensor& t, const TensorView& view);
 
-// Collects an ended op's outputs (their statistics requested, not waited for).
-// `parent`: the op this one runs inside, or nullptr. `node`: the backward node
-// it runs in, or nullptr; `backward`: whether it runs in a backward pass (the
-// engine's own ops run outside every node).
-EndedOp end_op(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent,
-               const BackwardNode* node, bool backward);
+// Collects an ended op's outputs into `ended` (a cleared EndedOp; their
+// statistics requested, not waited for). `parent`: the op this one runs
+// inside, or nullptr. `node`: the backward node it runs in, or nullptr;
+// `backward`: whether it runs in a backward pass (the engine's own ops run
+// outside every node).
+void end_op(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent,
+            const BackwardNode* node, bool backward, EndedOp& ended);
 
 // Judges an ended op once its statistics are known: what each non-finite
 // output is (producer, carrier, deliberate), why a producer made it; commits
