@@ -188,10 +188,7 @@ PYBIND11_MODULE(_ovf, m) {
       py::arg("max_frames"), py::arg("trace"), py::arg("abort_after"), py::arg("on_event"),
       py::arg("device_mode") = int(OVF_DEVICE_MODE_FAST), py::arg("training_steps") = false);
   m.def("stop_session", [] {
-    {
-      py::gil_scoped_release release;  // an autograd thread may be judging ops
-      ovf::flush_op_groups();
-    }
+    ovf::flush_op_groups_unlocked();
     ovf::Monitor::instance().stop_session();
   });
   m.def(

@@ -153,13 +153,6 @@ void poll_device_frames() {
   act(Monitor::instance().poll_device_frames(/*can_raise=*/true));
 }
 
-// Waits for every queued op group and judges it, without the interpreter's
-// lock (an autograd thread may be judging ops and need it for --if).
-void flush_op_groups_unlocked() {
-  py::gil_scoped_release release;
-  flush_op_groups();
-}
-
 FrameBuilder& frame_builder() {
   static thread_local FrameBuilder builder;
   return builder;
@@ -385,6 +378,11 @@ void watch_module(py::handle module, const std::string& name, bool is_root, bool
   });
 }
 
+void flush_op_groups_unlocked() {
+  py::gil_scoped_release release;
+  flush_op_groups();
+}
+
 void set_wait_timeout(double seconds) { g_wait_timeout_s = seconds > 0 ? seconds : 0; }
 
 bool is_watched(py::handle module) { return modules().count(module.ptr()) > 0; }
@@ -420,9 +418,13 @@ int flush_device_frames() {
   int status = 0;
   guarded([&status] {
     try {
-      g_flushing = true;
-      flush_op_groups_unlocked();
-      g_flushing = false;
+      {
+        struct Flushing {  // reset however the flush ends (Ctrl-C in a wait)
+          Flushing() { g_flushing = true; }
+          ~Flushing() { g_flushing = false; }
+        } flushing;
+        flush_op_groups_unlocked();
+      }
       act(Monitor::instance().flush_device_frames(/*can_raise=*/false));
     } catch (const py::error_already_set& e) {
       if (!e.matches(PyExc_KeyboardInterrupt)) throw;

@@ -53,6 +53,10 @@ void deliver_pending_raise();
 // (no Python code is left to raise it in), 130 when Ctrl-C ended a wait, else 0.
 int flush_device_frames();
 
+// Waits for every queued op group (op_groups.h) and judges it, without the
+// interpreter's lock: an autograd thread may be judging ops and need it (--if).
+void flush_op_groups_unlocked();
+
 // ovf.detect_overflow(var, ctx).
 bool detect_overflow(pybind11::handle var, const std::string& ctx);
 

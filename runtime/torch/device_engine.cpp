@@ -33,6 +33,19 @@ std::shared_ptr<TensorStatsBatch> new_device_batch() {
   return std::make_shared<TensorStatsBatch>(headroom_dtype(), std::max(test_defer_polls(), 0));
 }
 
+StatsRef request_stats(const at::Tensor& t, const TensorView& view,
+                       std::shared_ptr<TensorStatsBatch>* batch) {
+  StatsRef ref;
+  if (!uses_device_engine(t)) {
+    ref.known = tensor_stats(t, view);
+    return ref;
+  }
+  if (!*batch) *batch = new_device_batch();
+  ref.batch = *batch;
+  ref.index = (*batch)->add(t, view.dtype);
+  return ref;
+}
+
 bool uses_device_engine(const at::Tensor& t) {
   if (!t.defined()) return false;
   return !t.device().is_cpu() || test_defer_polls() >= 0;

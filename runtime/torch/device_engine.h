@@ -1,7 +1,8 @@
-// Which tensors the device engine computes (device_batch.h), and the two ways
-// it is used: a frame's lines, pending until the frame's batch arrives; a
-// single line (a gradient, an optimizer step, a checkpoint), waited for at
-// once. (Op outputs go in their outermost op's batch: op_groups.h.)
+// Which tensors the device engine computes (device_batch.h), and the ways it
+// is used: a frame's lines, pending until the frame's batch arrives; lines
+// that share a batch of their own (request_stats: an op group's, op_groups.h;
+// an optimizer step's); a single line waited for at once (device_stats_now:
+// a checkpoint, an op's inputs at an event).
 #ifndef OVF_DEVICE_ENGINE_H
 #define OVF_DEVICE_ENGINE_H
 
@@ -26,6 +27,21 @@ void add_device_line(FrameBuilder& frame, ovf_record_kind kind, uint32_t label_i
 
 // A new batch for device statistics (late on purpose under OVF_TEST_DEFER).
 std::shared_ptr<TensorStatsBatch> new_device_batch();
+
+// A tensor's statistics: computed at once (a CPU tensor), or a line of a
+// device batch, there once the batch has arrived.
+struct StatsRef {
+  std::shared_ptr<TensorStatsBatch> batch;  // null: `known` holds them
+  int index = -1;
+  Stats known;
+  Stats get() const { return batch ? batch->result(index) : known; }
+};
+
+// `tensor`'s statistics (`view`: its stats_view): computed now where it is
+// not the device engine's, else added to `*batch` (made here when null), to be
+// read after the caller submits and waits for it.
+StatsRef request_stats(const at::Tensor& tensor, const TensorView& view,
+                       std::shared_ptr<TensorStatsBatch>* batch);
 
 // A device tensor's statistics, waited for (has_stats false: not computed).
 Stats device_stats_now(const at::Tensor& tensor, ovf_dtype dtype);

@@ -138,12 +138,9 @@ void drain(Drain how) {
 
 }  // namespace
 
-StatsRef enqueue_device_stats(const at::Tensor& t, ovf_dtype dtype, bool now) {
-  if (!t_open.open) t_open.open = new_device_batch();
-  StatsRef ref;
-  ref.batch = t_open.open;
-  ref.index = t_open.open->add(t, dtype);
-  if (now) t_open.submit_open();
+StatsRef stats_as_of_now(const at::Tensor& t, const TensorView& view, bool submit_now) {
+  StatsRef ref = request_stats(t, view, &t_open.open);
+  if (submit_now && ref.batch) t_open.submit_open();
   return ref;
 }
 
@@ -208,16 +205,8 @@ void queue_tensor_line(const ovf_record& line, const at::Tensor& t) {
   TensorView view;
   if (!stats_view(t, &view)) return;
   OpGroup group;
-  TensorLine queued{line, StatsRef(), view.dtype, device_id_of(t),
-                    Monitor::instance().record_batch()};
-  if (uses_device_engine(t)) {
-    group.open = new_device_batch();
-    queued.stats.batch = group.open;
-    queued.stats.index = group.open->add(t, view.dtype);
-  } else {
-    queued.stats.known = tensor_stats(t, view);
-  }
-  group.lines.push_back(std::move(queued));
+  group.lines.push_back({line, request_stats(t, view, &group.open), view.dtype, device_id_of(t),
+                         Monitor::instance().record_batch()});
   end_group(group);
 }
 

@@ -47,10 +47,6 @@ void queue_tensor_line(const ovf_record& line, const at::Tensor& tensor);
 
 namespace op_detail {
 
-// `t`'s statistics in this thread's open group's batch. `now`: the batch is
-// submitted at once (a value the op is about to overwrite).
-StatsRef enqueue_device_stats(const at::Tensor& t, ovf_dtype dtype, bool now = false);
-
 // A cleared EndedOp for an op that ends inside this thread's outermost op (or
 // is it), in the group; drop_ended_op() takes it back (the op could not be read).
 EndedOp& next_ended_op();

@@ -93,9 +93,8 @@ bool constant_nonfinite(PendingOp& op, const c10::IValue& value, bool* nan) {
 void note_start_input(PendingOp& op, const at::Tensor& t) {
   TensorView view;
   if (!stats_view(t, &view)) return;
-  StatsRef stats = uses_device_engine(t) ? enqueue_device_stats(t, view.dtype, /*now=*/true)
-                                         : stats_as_of_now(t, view);
-  op.start_inputs.push_back({t, std::move(stats), /*constant_candidate=*/false});
+  op.start_inputs.push_back(
+      {t, stats_as_of_now(t, view, /*submit_now=*/true), /*constant_candidate=*/false});
 }
 
 // A number torch wrapped into a tensor for the op (`mask * 2.0`): a constant.

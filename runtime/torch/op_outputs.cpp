@@ -251,13 +251,6 @@ StatsRef output_stats(const PendingOp& op, const at::Tensor& out, const TensorVi
 
 }  // namespace
 
-StatsRef stats_as_of_now(const at::Tensor& t, const TensorView& view) {
-  if (uses_device_engine(t)) return enqueue_device_stats(t, view.dtype);
-  StatsRef ref;
-  ref.known = tensor_stats(t, view);
-  return ref;
-}
-
 void EndedOp::clear() {
   op.inputs.clear();
   op.operands.clear();

@@ -11,22 +11,13 @@
 #include <memory>
 #include <vector>
 
-#include "device_batch.h"
+#include "device_engine.h"
 #include "op_facts.h"
 #include "record.h"
 #include "stats.h"
 
 namespace ovf {
 namespace op_detail {
-
-// A tensor's statistics: computed at once (a CPU tensor), or a line of a device
-// batch that arrives later (op_groups.h).
-struct StatsRef {
-  std::shared_ptr<TensorStatsBatch> batch;  // null: `known` holds them
-  int index = -1;
-  Stats known;
-  Stats get() const { return batch ? batch->result(index) : known; }
-};
 
 struct HeldRecord {
   ovf_record record;
@@ -142,9 +133,10 @@ void for_each_tensor(const c10::IValue& value, Fn&& fn) {
 }
 
 // The statistics of `t` as of now: computed at once on the CPU; a device
-// tensor's enqueued on its stream (stream order reads it before later work
-// writes it) in the current thread's group (op_groups.h).
-StatsRef stats_as_of_now(const at::Tensor& t, const TensorView& view);
+// tensor's in the current thread's group's batch (op_groups.h), which
+// `submit_now` enqueues at once (stream order then reads the value before the
+// op about to run overwrites it).
+StatsRef stats_as_of_now(const at::Tensor& t, const TensorView& view, bool submit_now = false);
 
 // Collects an ended op's outputs into `ended` (a cleared EndedOp; their
 // statistics requested, not waited for). `parent`: the op this one runs

@@ -29,14 +29,8 @@ void StepCheck::state(const at::Tensor& param, size_t index, const std::string& 
 void StepCheck::add(const at::Tensor& t, const at::Tensor& param, size_t index, std::string slot) {
   TensorView view;
   if (!stats_view(t, &view)) return;  // no data: nothing to say of it
-  Read read{param, index, std::move(slot), view.dtype, device_id_of(t), -1, Stats()};
-  if (uses_device_engine(t)) {
-    if (!batch_) batch_ = new_device_batch();
-    read.batch_index = batch_->add(t, view.dtype);
-  } else {
-    read.known = tensor_stats(t, view);
-  }
-  reads_.push_back(std::move(read));
+  reads_.push_back({param, index, std::move(slot), view.dtype, device_id_of(t),
+                    request_stats(t, view, &batch_)});
 }
 
 uint32_t StepCheck::finish() {
@@ -45,7 +39,7 @@ uint32_t StepCheck::finish() {
     batch_->wait();
   }
   for (const Read& read : reads_) {
-    const Stats s = read.batch_index >= 0 ? batch_->result(read.batch_index) : read.known;
+    const Stats s = read.stats.get();
     if (!s.has_stats) continue;
     ovf_record line = make_line(OVF_KIND_STEP_PARAM, 0, s, read.dtype, read.device, 0);
     if (!(line.flags & OVF_FLAG_NONFINITE)) continue;

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "device_batch.h"
+#include "device_engine.h"
 #include "frame_builder.h"
 
 namespace ovf {
@@ -39,8 +39,7 @@ class StepCheck {
     std::string slot;  // "" for the parameter itself
     ovf_dtype dtype;
     DeviceId device;
-    int batch_index;  // in batch_, or -1: `known`
-    Stats known;
+    StatsRef stats;  // in batch_ for a device tensor
   };
   void add(const at::Tensor& tensor, const at::Tensor& param, size_t index, std::string slot);
   std::string name_of(const at::Tensor& param, size_t index) const;
