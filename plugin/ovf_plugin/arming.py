@@ -53,6 +53,8 @@ class Arming:
                 (self.nan or self.inf) and not self.carriers and not self.module,
             ),
             (layout.STOP_BACKWARD, self.backward),
+            # a loss scaler that gives up found NaN/Inf gradients step after step
+            (layout.STOP_SCALER, self.nan or self.inf),
         ):
             mask = mask | bit if on else mask & ~bit
         return mask
@@ -167,6 +169,8 @@ class Arming:
             )
         if bit == layout.STOP_BACKWARD:
             return self.backward and _matches(module, self.module) and batch >= self.after_batch
+        if bit == layout.STOP_SCALER:
+            return (self.nan or self.inf) and batch >= self.after_batch
         return bit == layout.STOP_ABORT_AFTER
 
     def describe(self):

@@ -2,7 +2,7 @@
 
 import os
 
-from ovf_ring import compiled, device, layout, snapshot
+from ovf_ring import compiled, device, layout, scaler, snapshot
 from ovf_ring.errors import OvfError
 from ovf_ring.event import bit_name
 from ovf_ring.frames import previous_frame, walk_back
@@ -16,6 +16,8 @@ def title(ring, event):
     """ "first non-finite value (inf) at batch 2, frame 41" and the like."""
     bits = event.bits
     h = ring.header
+    if event.scaler is not None:
+        return f"{ring.text(event.scaler.name_id)} gave up at batch {event.batch}"
     if bits & (layout.STOP_NAN | layout.STOP_INF | layout.STOP_BACKWARD):
         line = event.op or (event.offending[0][1] if event.offending else None)
         kinds = (
@@ -187,6 +189,8 @@ def stop_summary(ring, event, chosen=None):
     # Under torchrun every rank may stop: say which one this is.
     rank = rank_text(ring.header)
     out = [f"ovf: {rank + ': ' if rank else ''}{title(ring, event)}"]
+    if event.scaler is not None:
+        out += [f"     {line}" for line in scaler.stop_lines(ring, event.scaler)]
     shown = []  # the frames listed below
     culprit = chosen or (event.offending[0] if event.offending else None)
     where = _program_line(ring, event)

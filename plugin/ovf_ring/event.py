@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, field
 
-from . import layout
+from . import layout, scaler
 from .frames import frame_at
 from .ring import BadSlot
 
@@ -14,12 +14,15 @@ class Event:
     frame: object = None  # frames.Frame, for module events
     checkpoint: object = None  # layout.Record, for detect_overflow events
     op: object = None  # layout.Record, for op events (the op observer)
+    scaler: object = None  # layout.Record, for a loss scaler that gave up (SCALER)
     offending: list = field(default_factory=list)  # [(bit, line)] that caused it
 
     @property
     def record(self):
         if self.frame is not None:
             return self.frame.header
+        if self.scaler is not None:
+            return self.scaler
         return self.checkpoint if self.checkpoint is not None else self.op
 
     def module_id(self):
@@ -48,6 +51,9 @@ def event_at(ring, seq, bits):
     if r.kind == layout.KIND_CHECKPOINT:
         event.checkpoint = r
         lines = [r]
+    elif r.kind == layout.KIND_SCALER:
+        event.scaler = r
+        lines = []
     elif r.kind in (layout.KIND_OP_OUTPUT, layout.KIND_GRAD, layout.KIND_BUFFER):
         event.op = r  # a gradient record names its module the way an op record does
         lines = [r]
@@ -126,6 +132,8 @@ def describe_seq(ring, seq):
         return f"record {seq} (no longer in the ring: {r.why})"
     if r.kind == layout.KIND_CHECKPOINT:
         return f"record {seq}, batch {r.batch}, detect_overflow '{ring.text(r.name_id)}'"
+    if r.kind == layout.KIND_SCALER:
+        return f"record {seq}, batch {r.batch}, {scaler.update_text(ring, r)}"
     if r.kind == layout.KIND_FRAME:
         return f"record {seq}, batch {r.batch}, {ring.text(r.name_id)} ({ring.text(r.label_id)})"
     frame = ring.record(r.frame_seq)

@@ -1,4 +1,4 @@
-"""The ring's bytes, as runtime/include/ovf/ring.h lays them out (layout versions 1 to 3).
+"""The ring's bytes, as runtime/include/ovf/ring.h lays them out (layout versions 1 to 4).
 
 Versions: fields never move; additions go into reserved space and bump the
 version; a reader reads every version it knows and names a newer one as such.
@@ -7,7 +7,10 @@ records and headroom_dtype/headroom_underflow for a frame's tensor lines;
 version 2 has 192-byte records with both pairs as fields of their own and 56
 reserved bytes, and the header's root_class_id (152) and own_on_event (156);
 version 3 adds the header's device fields (168-183: device_mode, device_backends,
-pending_frames, last_event_late), zero in earlier versions.
+pending_frames, last_event_late), zero in earlier versions; version 4 adds the
+record's loss-scaler fields (144-171: scale_before, scale_after, cause_seq,
+skips_in_row), the SCALER kind, the EXPECTED flag, the SCALER stop bit and the
+control block's scaler_max_skips (576) and scale_floor (584).
 
 Every field is listed with its offset and struct code, so that one table drives
 decoding, control-block writes and the test that compiles ring.h and compares
@@ -20,10 +23,10 @@ from collections import namedtuple
 
 MAGIC = 0x474E49522D46564F  # "OVF-RING" as a little-endian u64
 MAGIC_BYTES = struct.pack("<Q", MAGIC)
-LAYOUT_VERSION = 3
+LAYOUT_VERSION = 4
 HEADER_SIZE = 1024
 RECORD_SIZE = 192
-RECORD_SIZES = {1: 128, 2: 192, 3: 192}  # every layout version this reader knows
+RECORD_SIZES = {1: 128, 2: 192, 3: 192, 4: 192}  # every layout version this reader knows
 CONTROL_OFFSET = 256
 CONTROL_SIZE = 640
 NO_SEQ = 0xFFFFFFFFFFFFFFFF
@@ -37,6 +40,7 @@ KIND_EMPTY, KIND_FRAME, KIND_WEIGHT, KIND_INPUT, KIND_OUTPUT, KIND_GRAD = range(
 KIND_OP_OUTPUT, KIND_CHECKPOINT, KIND_BATCH_START, KIND_NONE, KIND_NOT_TENSOR = range(6, 11)
 KIND_STEP, KIND_STEP_PARAM = 11, 12  # optimizer.step() and its non-finite parameters
 KIND_BUFFER = 13  # a module's buffer its forward turned non-finite (layout 2)
+KIND_SCALER = 14  # a loss scaler's update that skipped the step or changed the scale (layout 4)
 KIND_NAMES = (
     "empty",
     "frame",
@@ -52,6 +56,7 @@ KIND_NAMES = (
     "step",
     "step-param",
     "buffer",
+    "scaler",
 )
 LINE_KINDS = frozenset(
     {
@@ -104,6 +109,7 @@ FLAG_BACKWARD = 1 << 10
 FLAG_CONSTANT = 1 << 11  # deliberate NaN/Inf: a constant argument, made from constants, a mask
 FLAG_PENDING = 1 << 12  # device statistics not arrived yet (fast device mode)
 FLAG_COMPILED = 1 << 13  # a frame from a torch.compile'd graph (fused ops unseen)
+FLAG_EXPECTED = 1 << 14  # made in an expected region (GradScaler's scaled backward); CONSTANT too
 
 # enum ovf_device_mode (header device_mode)
 DEVICE_MODE_NONE, DEVICE_MODE_FAST, DEVICE_MODE_EXACT = 0, 1, 2
@@ -128,6 +134,7 @@ STOP_TRACED = 1 << 4
 STOP_ABORT_AFTER = 1 << 5
 STOP_PRODUCER_ONLY = 1 << 6  # modifier: NaN/Inf events only where produced (or first seen)
 STOP_BACKWARD = 1 << 7
+STOP_SCALER = 1 << 8  # a loss scaler gave up: skips in a row, or its scale below the floor
 STOP_NAMES = (
     ("nan", STOP_NAN),
     ("inf", STOP_INF),
@@ -137,6 +144,7 @@ STOP_NAMES = (
     ("abort_after", STOP_ABORT_AFTER),
     ("producer_only", STOP_PRODUCER_ONLY),
     ("backward", STOP_BACKWARD),
+    ("scaler", STOP_SCALER),
 )
 
 # Headroom targets (enum ovf_dtype values): name -> (dtype, largest finite, smallest normal)
@@ -221,6 +229,10 @@ RECORD_FIELDS = (
     ("headroom_underflow", 132, "I"),
     ("diagnosis_id", 136, "I"),
     ("location_id", 140, "I"),
+    ("scale_before", 144, "d"),  # layout 4: SCALER records
+    ("scale_after", 152, "d"),
+    ("cause_seq", 160, "Q"),
+    ("skips_in_row", 168, "I"),
 )
 
 CONTROL_FIELDS = (
@@ -238,6 +250,8 @@ CONTROL_FIELDS = (
     ("module_glob", 312, f"{GLOB_SIZE}s"),
     ("observe", 568, "I"),
     ("headroom_dtype", 572, "I"),
+    ("scaler_max_skips", 576, "I"),  # layout 4
+    ("scale_floor", 584, "d"),
 )
 
 HEADER_FIELDS = (
@@ -280,12 +294,13 @@ HEADER_FIELDS = (
 
 RECORD_STRUCT, RECORD_OFFSETS = _table(RECORD_FIELDS, RECORD_SIZE)
 # Version 1: the same fields up to aux_id, in 128 bytes.
-_V2_ONLY = 4  # headroom_dtype, headroom_underflow, diagnosis_id, location_id
-_RECORD_V1_STRUCT, _ = _table(RECORD_FIELDS[:-_V2_ONLY], RECORD_SIZES[1])
+_V1_FIELDS = [name for name, _, _ in RECORD_FIELDS].index("aux_id") + 1
+_RECORD_V1_STRUCT, _ = _table(RECORD_FIELDS[:_V1_FIELDS], RECORD_SIZES[1])
 CONTROL_STRUCT, CONTROL_OFFSETS = _table(CONTROL_FIELDS, CONTROL_SIZE)
 _HEADER_ONLY_STRUCT, HEADER_OFFSETS = _table(HEADER_FIELDS, CONTROL_OFFSET)
 # The fixed part of a record is (seq, frame_seq, ...): one tuple per record.
 Record = namedtuple("Record", [name for name, _, _ in RECORD_FIELDS])
+_BEFORE_V4 = {"cause_seq": NO_SEQ}  # the layout 4 fields' "none" in older records (zero else)
 Header = namedtuple("Header", [name for name, _, _ in HEADER_FIELDS])
 
 
@@ -324,15 +339,16 @@ def encode_record(record, version=LAYOUT_VERSION):
         return RECORD_STRUCT.pack(*record)
     if record.kind in TENSOR_LINE_KINDS:
         record = record._replace(context_id=record.headroom_dtype, aux_id=record.headroom_underflow)
-    return _RECORD_V1_STRUCT.pack(*record[:-_V2_ONLY])
+    return _RECORD_V1_STRUCT.pack(*record[:_V1_FIELDS])
 
 
 def decode_record(data, offset=0, version=LAYOUT_VERSION):
-    """A Record of layout `version`, in version 2's fields."""
+    """A Record of layout `version`, in version 4's fields."""
     if version != 1:
-        return Record._make(RECORD_STRUCT.unpack_from(data, offset))
+        r = Record._make(RECORD_STRUCT.unpack_from(data, offset))
+        return r if version >= 4 else r._replace(**_BEFORE_V4)
     values = _RECORD_V1_STRUCT.unpack_from(data, offset)
-    r = Record._make(values + (0, 0, NO_ID, NO_ID))
+    r = Record._make(values + (0, 0, NO_ID, NO_ID, 0.0, 0.0, NO_SEQ, 0))
     if r.kind in TENSOR_LINE_KINDS:  # the union held headroom for a frame's tensor lines
         return r._replace(
             headroom_dtype=r.context_id, headroom_underflow=r.aux_id, context_id=NO_ID, aux_id=NO_ID

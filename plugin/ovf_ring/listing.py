@@ -5,9 +5,11 @@ import fnmatch
 import math
 from dataclasses import dataclass
 
-from . import compiled, layout
+from . import compiled, layout, scaler
 from .frames import walk_back
 from .report import format_listing, is_bookkeeping
+
+SCALER_UPDATES_SHOWN = 5  # a loss scaler's newest skips and changes of scale, noted first
 
 
 @dataclass
@@ -55,6 +57,10 @@ def text(ring, sel):
     """The listing as `ovf frames` prints it, notes about the ring first."""
     count, walk = _walk(ring, sel)
     notes = list(ring.notes) + _op_frames_note(ring, walk) + _compiled_note(walk)
+    notes += [
+        f"ovf: batch {r.batch}: {scaler.update_text(ring, r)}"
+        for r in scaler.updates(ring, newest=SCALER_UPDATES_SHOWN)
+    ]
     if walk.stopped_by is not None:
         notes.append(f"ovf: {walk.stopped_by.describe()}; older frames are not shown")
     elif len(walk.frames) < count and ring.floor_seq > 0:

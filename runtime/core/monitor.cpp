@@ -57,7 +57,11 @@ std::string Monitor::start_session(const SessionOptions& o) {
   ovf_control& c = ovf_state.control;
   // A session starts from the reference's behaviour: whatever an earlier
   // session or a debugger set (stop bits, filters, thresholds, ops) is reset.
-  c.stop_mask = OVF_STOP_NAN | OVF_STOP_INF;
+  c.stop_mask = OVF_STOP_NAN | OVF_STOP_INF | OVF_STOP_SCALER;
+  c.scaler_max_skips = 0;
+  // A loss scale below 1 shrinks the loss: only a scaler whose every step for
+  // log2(initial scale) steps overflowed gets there (its gradients are NaN).
+  c.scale_floor = 1.0;
   c.above = __builtin_inf();
   c.below = 0;
   c.after_batch = 0;
@@ -107,7 +111,9 @@ std::string Monitor::start_session(const SessionOptions& o) {
     acted_once_ = false;
     answered_ = false;
     raise_pending_ = raise_decided_ = false;
+    skips_in_row_ = 0;
   }
+  expected_cause_seq_.store(OVF_NO_SEQ);
   active_ = true;
   return "";
 }
@@ -242,16 +248,25 @@ Monitor::Committed Monitor::append(ovf_record* records, uint32_t count, uint64_t
 Monitor::Committed Monitor::commit(ovf_record* records, uint32_t count,
                                    const CommitRequest& request) {
   CommitRequest judged = request;
-  if (expecting_nonfinite()) {
-    // Inside ovf.expected_nonfinite(): what is non-finite here was asked for.
-    for (uint32_t i = 0; i < count; ++i) {
-      if (!(records[i].flags & OVF_FLAG_NONFINITE)) continue;
-      records[i].flags &= ~uint32_t{OVF_FLAG_PRODUCER | OVF_FLAG_CARRIER};
-      records[i].flags |= OVF_FLAG_CONSTANT;
-    }
-    judged.raw_events &= ~uint32_t{OVF_STOP_NAN | OVF_STOP_INF | OVF_STOP_BACKWARD};
+  // Inside an expected region (now, or when its op ended: OVF_FLAG_EXPECTED) what
+  // is non-finite was asked for; the first producer there is a skip's cause.
+  const bool region = expecting_nonfinite();
+  bool expected = region;
+  uint32_t cause = count;
+  for (uint32_t i = 0; i < count; ++i) {
+    ovf_record& r = records[i];
+    if (!(r.flags & OVF_FLAG_NONFINITE) || !(region || (r.flags & OVF_FLAG_EXPECTED))) continue;
+    if ((r.flags & OVF_FLAG_PRODUCER) && cause == count) cause = i;
+    r.flags &= ~uint32_t{OVF_FLAG_PRODUCER | OVF_FLAG_CARRIER};
+    r.flags |= OVF_FLAG_CONSTANT | OVF_FLAG_EXPECTED;
+    expected = true;
   }
+  if (expected) judged.raw_events &= ~uint32_t{OVF_STOP_NAN | OVF_STOP_INF | OVF_STOP_BACKWARD};
   Committed out = append(records, count, request.batch);
+  if (cause != count) {
+    uint64_t none = OVF_NO_SEQ;
+    expected_cause_seq_.compare_exchange_strong(none, out.first + cause);
+  }
   out.events = detect(out, records, count, judged);
   return out;
 }
@@ -309,9 +324,10 @@ Response Monitor::respond(uint32_t events, uint64_t end, uint64_t batch, bool ca
   out.events = events;
   const uint32_t on_event = effective_on_event();
   // Thresholds and traced frames are debugger stops; without one they only
-  // mark the ring. Only NaN/Inf act on their own, as in the reference.
+  // mark the ring. Only NaN/Inf act on their own, as in the reference, and a
+  // loss scaler that gave up (its gradients were NaN/Inf step after step).
   if (on_event == OVF_ON_EVENT_CONTINUE ||
-      !(events & (OVF_STOP_NAN | OVF_STOP_INF | OVF_STOP_BACKWARD))) {
+      !(events & (OVF_STOP_NAN | OVF_STOP_INF | OVF_STOP_BACKWARD | OVF_STOP_SCALER))) {
     return out;
   }
   std::lock_guard<std::mutex> lock(response_mutex_);

@@ -59,6 +59,20 @@ class Monitor {
   void expect_nonfinite(bool enter) { expected_depth_.fetch_add(enter ? 1 : -1); }
   bool expecting_nonfinite() const { return expected_depth_.load(std::memory_order_relaxed) > 0; }
 
+  // A loss scaler's update (GradScaler.update()): a skipped step, or a change
+  // of scale, becomes a SCALER record (monitor_scaler.cpp) naming the first
+  // producer recorded in an expected region since the previous update; a run
+  // of skips that reaches control.scaler_max_skips, or a skip that leaves the
+  // scale below control.scale_floor, is an OVF_STOP_SCALER event.
+  struct ScalerUpdate {
+    uint32_t class_id = OVF_NO_ID;      // "GradScaler"
+    uint32_t parameter_id = OVF_NO_ID;  // the first parameter with a non-finite gradient
+    double scale_before = 0;
+    double scale_after = 0;
+    bool skipped = false;
+  };
+  Response scaler_update(const ScalerUpdate& update, bool can_raise);
+
   // A module forward's frame: appended, the batch counter advanced after the
   // root module's frame, events decided as the reference does. The response
   // says what to print and do. A frame with device lines (PENDING) is judged
@@ -207,6 +221,8 @@ class Monitor {
   bool judging_late_ = false;            // a deferred frame is judged after its hook returned
   std::recursive_mutex deferred_mutex_;  // C++ programs may finish frames on several threads
   std::atomic<int> expected_depth_{0};
+  std::atomic<uint64_t> expected_cause_seq_{OVF_NO_SEQ};  // see scaler_update
+  uint32_t skips_in_row_ = 0;                             // under response_mutex_
   std::atomic<EventFilter> event_filter_{nullptr};
   std::atomic<size_t> deferred_count_{0};  // deferred_.size(), read without the lock by polls
   uint32_t pending_detection_ = 0;  // the reference's sticky detected_overflow (NAN/INF bits)

@@ -211,8 +211,12 @@ std::string carried_from(uint32_t gradient_of) {
 }
 
 std::string describe_first_nonfinite() {
-  const ovf_record* first =
-      find_record(__atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_ACQUIRE));
+  return describe_nonfinite(
+      find_record(__atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_ACQUIRE)),
+      "the first non-finite value");
+}
+
+std::string describe_nonfinite(const ovf_record* first, const std::string& what) {
   if (first == nullptr) return "";
   const std::string batch = std::to_string(first->batch);
   auto text = [](uint32_t id) {
@@ -223,27 +227,27 @@ std::string describe_first_nonfinite() {
     return id == OVF_NO_ID ? std::string() : " at " + escape_text(interned(id));
   };
   if (first->kind == OVF_KIND_GRAD) {
-    return "ovf: the first non-finite value was the gradient of " + module(first->name_id) + "'s " +
+    return "ovf: " + what + " was the gradient of " + module(first->name_id) + "'s " +
            escape_text(interned(first->label_id)).substr(5) + " in the backward pass (batch " +
            batch + ")\n";
   }
   if (first->kind == OVF_KIND_OP_OUTPUT) {
     std::string line =
         (first->flags & OVF_FLAG_BACKWARD)
-            ? "ovf: the first non-finite value was produced in the backward pass by " +
-                  text(first->name_id) + ", the gradient of " + text(first->aux_id) + " in " +
-                  module(first->context_id) + at(first->location_id) + " (batch " + batch + ")\n"
+            ? "ovf: " + what + " was produced in the backward pass by " + text(first->name_id) +
+                  ", the gradient of " + text(first->aux_id) + " in " + module(first->context_id) +
+                  at(first->location_id) + " (batch " + batch + ")\n"
         : (first->flags & OVF_FLAG_CARRIER)
-            ? "ovf: the first non-finite value was carried into " + text(first->name_id) + " in " +
+            ? "ovf: " + what + " was carried into " + text(first->name_id) + " in " +
                   module(first->context_id) + user_line(*first) + " (batch " + batch + ")" +
                   carried_from(first->aux_id) + "\n"
-            : "ovf: the first non-finite value was produced by " + text(first->name_id) + " in " +
+            : "ovf: " + what + " was produced by " + text(first->name_id) + " in " +
                   module(first->context_id) + user_line(*first) + " (batch " + batch + ")\n";
     if (first->diagnosis_id != OVF_NO_ID) line += "ovf: why: " + text(first->diagnosis_id) + "\n";
     return line;
   }
   if (first->kind == OVF_KIND_BUFFER) {
-    return "ovf: the first non-finite value was written into the buffer " + text(first->label_id) +
+    return "ovf: " + what + " was written into the buffer " + text(first->label_id) +
            " by the forward of " + module(first->context_id) + " (batch " + batch + ")\n";
   }
   const ovf_record* frame =
@@ -251,9 +255,8 @@ std::string describe_first_nonfinite() {
   if (frame != nullptr && frame->kind == OVF_KIND_STEP) {
     // A gradient that was non-finite already: the backward pass made it.
     const bool carried = (frame->flags & OVF_FLAG_CARRIER) != 0;
-    return "ovf: the first non-finite value was written by optimizer.step (" +
-           text(frame->label_id) + ") into " + text(first->label_id) + " (after batch " + batch +
-           ")" +
+    return "ovf: " + what + " was written by optimizer.step (" + text(frame->label_id) + ") into " +
+           text(first->label_id) + " (after batch " + batch + ")" +
            (carried ? " from its gradient: it was made in the backward pass (--backward names the "
                       "op that made it and its forward line)"
                     : "") +
@@ -356,6 +359,9 @@ std::string format_event_report(uint64_t batch_number, uint64_t floor, uint64_t 
     text += "Last " + std::to_string(ops.size()) + " ops and buffers:\n" + kColumnHeader + "\n";
     for (const ovf_record* r : ops) text += format_op(*r) + "\n";
   }
+  const ovf_record* event = find_record(end - 1);
+  if (event != nullptr && event->kind == OVF_KIND_SCALER)
+    return text + describe_scaler_stop(*event);
   return text + describe_first_nonfinite();
 }
 

@@ -48,6 +48,13 @@ std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq,
 // cannot say: an op (op observer) or an optimizer step. One line ending in
 // "\n", or "" when the first non-finite value is a module's.
 std::string describe_first_nonfinite();
+// The same for any record `r`, as "ovf: <what> was produced by ..." (nullptr: "").
+std::string describe_nonfinite(const ovf_record* r, const std::string& what);
+
+// Why a loss scaler's update stopped (OVF_STOP_SCALER, a SCALER record): its
+// skips and scale, and what its first skip of the run found non-finite
+// (report_scaler.cpp).
+std::string describe_scaler_stop(const ovf_record& update);
 
 // How a carried first non-finite value reached its op: " by the gradient of
 // fc.weight: it was made in the backward pass, which ovf did not watch (...)"

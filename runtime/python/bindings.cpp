@@ -83,6 +83,10 @@ void set_control(py::kwargs fields) {
       c.observe = v.cast<uint32_t>();
     else if (key == "headroom_dtype")
       c.headroom_dtype = v.cast<uint32_t>();
+    else if (key == "scaler_max_skips")
+      c.scaler_max_skips = v.cast<uint32_t>();
+    else if (key == "scale_floor")
+      c.scale_floor = v.cast<double>();
     else if (key == "module_glob") {
       const std::string error = ovf::write_module_glob(v.cast<std::string>());
       if (!error.empty()) throw py::value_error(error);
@@ -106,6 +110,8 @@ py::dict control() {
   d["module_glob"] = std::string(c.module_glob, strnlen(c.module_glob, OVF_GLOB_SIZE));
   d["observe"] = c.observe;
   d["headroom_dtype"] = c.headroom_dtype;
+  d["scaler_max_skips"] = c.scaler_max_skips;
+  d["scale_floor"] = c.scale_floor;
   return d;
 }
 
@@ -235,6 +241,9 @@ PYBIND11_MODULE(_ovf, m) {
       "expect_nonfinite", [](bool enter) { ovf::Monitor::instance().expect_nonfinite(enter); },
       py::arg("enter"), "Enters (True) or leaves (False) a region where NaN/Inf is expected.");
   m.def("control", &control);
+  m.def("scaler_update", &ovf::scaler_update, py::arg("scaler_class"), py::arg("optimizers"),
+        py::arg("scale_before"), py::arg("scale_after"), py::arg("skipped"),
+        "GradScaler.update(): records a skipped step or a change of scale.");
   m.def("sync_op_observer", &ovf::sync_op_observer,
         "Arms or disarms the op observer per control.observe.");
 

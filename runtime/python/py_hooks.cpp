@@ -3,6 +3,7 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <functional>
 #include <unordered_map>
 
 #include "buffer_watch.h"
@@ -84,9 +85,10 @@ void act(const Response& out) {
   switch (out.action) {
     case Action::kNone: return;
     case Action::kRaise:
-      PyErr_SetString(
-          out.events & (OVF_STOP_NAN | OVF_STOP_INF) ? g_nonfinite_error->ptr() : PyExc_ValueError,
-          out.message.c_str());
+      PyErr_SetString(out.events & (OVF_STOP_NAN | OVF_STOP_INF | OVF_STOP_SCALER)
+                          ? g_nonfinite_error->ptr()
+                          : PyExc_ValueError,
+                      out.message.c_str());
       throw py::error_already_set();
     case Action::kAbort: flush_stdio(); abort_now(out.message);
     case Action::kWait:
@@ -395,6 +397,12 @@ void clear_modules() {
 
 void after_optimizer_step(py::handle optimizer) {
   guarded([&] { check_optimizer(optimizer); });
+}
+
+void act_in_session(const std::function<Response()>& decide) {
+  guarded([&] {
+    if (running()) act(decide());
+  });
 }
 
 void deliver_pending_raise() {

@@ -6,7 +6,10 @@
 
 #include <pybind11/pybind11.h>
 
+#include <functional>
 #include <string>
+
+#include "response.h"
 
 namespace ovf {
 
@@ -46,6 +49,15 @@ void after_optimizer_step(pybind11::handle optimizer);
 // Raises the NonFiniteError an op on another thread decided (a backward op's
 // NaN): called where backward() returns and before an optimizer writes.
 void deliver_pending_raise();
+
+// Runs `decide` in the session (not at all when none runs or a debugger
+// disabled it) and does what its response says: print, raise, abort, wait.
+// An internal failure disables ovf with one line, as in the hooks.
+void act_in_session(const std::function<Response()>& decide);
+
+// GradScaler.update() (_scaler.py): `optimizers` those it stepped or skipped.
+void scaler_update(const std::string& scaler_class, pybind11::handle optimizers, double before,
+                   double after, bool skipped);
 
 // Waits for the frames whose device statistics are on their way and acts on
 // their events without raising (the session's end, atexit). Returns the exit

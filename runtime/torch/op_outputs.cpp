@@ -129,10 +129,10 @@ std::vector<const c10::TensorImpl*> judge_start_inputs(PendingOp& op) {
 // NaN/Inf nobody meant), deliberate (made from constants alone, or carrying a deliberate -inf on),
 // or produced here -- from finite values, or a NaN from deliberate infinities (softmax of a row
 // masked whole, -inf - -inf): masks do not make NaN.
+// Inside an expected region (GradScaler's scaled backward, ovf.expected_nonfinite()) the role is
+// judged all the same: the commit makes the line deliberate (OVF_FLAG_EXPECTED), and a producer
+// there, with its why, is what a skipped step names as its cause.
 uint32_t role_of(const EndedOp& e, const Stats& s) {
-  // Inside ovf.expected_nonfinite() everything made is deliberate, and stays
-  // so where it is read after the region (the scaler's isinf() of its probe).
-  if (e.expecting) return OVF_FLAG_CONSTANT;
   const PendingOp& op = e.op;
   if (op.carried_in) return OVF_FLAG_CARRIER;
   const bool new_nan = s.nan_count > 0 && !op.deliberate_nan;
@@ -355,7 +355,9 @@ void judge_op(EndedOp& e, EndedOp* parent) {
       judged = true;
       role = role_of(e, s);
     }
-    if (role == OVF_FLAG_CONSTANT && !line.only_constants_noted) {
+    // What is made deliberately stays so where it is read later (the scaler's
+    // isinf() of its probe after the region).
+    if ((role == OVF_FLAG_CONSTANT || (role != 0 && e.expecting)) && !line.only_constants_noted) {
       if (c10::intrusive_ptr<c10::StorageImpl> storage = line.storage.lock())
         note_origin(c10::Storage(std::move(storage)), Origin::kDeliberate);
     }
@@ -368,7 +370,8 @@ void judge_op(EndedOp& e, EndedOp* parent) {
       diagnosis = inner_why;
     }
     ovf_record r = make_line(OVF_KIND_OP_OUTPUT, line.label_id, s, line.dtype, line.device,
-                             role | (e.backward ? OVF_FLAG_BACKWARD : 0));
+                             role | (e.backward ? OVF_FLAG_BACKWARD : 0) |
+                                 (role != 0 && e.expecting ? OVF_FLAG_EXPECTED : 0));
     r.name_id = op.facts->name_id;
     r.context_id = e.has_node ? e.node.module_id : op.context;
     r.aux_id = e.has_node ? e.node.forward_op_id

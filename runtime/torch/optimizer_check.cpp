@@ -13,12 +13,6 @@ StepCheck::StepCheck(const std::string& optimizer_class) {
   frame_.begin(intern("optimizer.step"), intern(optimizer_class), false);
 }
 
-std::string StepCheck::name_of(const at::Tensor& param, size_t index) const {
-  const uint32_t path = parameter_path(param);
-  return path != OVF_NO_ID ? std::string(interned(path))
-                           : "param_groups[...]params[" + std::to_string(index) + "]";
-}
-
 void StepCheck::parameter(const at::Tensor& param, size_t index) { add(param, param, index, ""); }
 
 void StepCheck::state(const at::Tensor& param, size_t index, const std::string& slot,
@@ -43,7 +37,7 @@ uint32_t StepCheck::finish() {
     if (!s.has_stats) continue;
     ovf_record line = make_line(OVF_KIND_STEP_PARAM, 0, s, read.dtype, read.device, 0);
     if (!(line.flags & OVF_FLAG_NONFINITE)) continue;
-    const std::string name = name_of(read.param, read.index);
+    const std::string name = parameter_name(read.param, read.index);
     line.label_id = intern(read.slot.empty() ? name : name + " " + read.slot);
     frame_.add_line(line);
     any_ = true;

@@ -42,7 +42,6 @@ class StepCheck {
     StatsRef stats;  // in batch_ for a device tensor
   };
   void add(const at::Tensor& tensor, const at::Tensor& param, size_t index, std::string slot);
-  std::string name_of(const at::Tensor& param, size_t index) const;
   std::vector<Read> reads_;
   std::shared_ptr<TensorStatsBatch> batch_;  // made at the first device tensor
   FrameBuilder frame_;

@@ -101,4 +101,10 @@ uint32_t gradient_owner(const at::Tensor& t) {
   return OVF_NO_ID;
 }
 
+std::string parameter_name(const at::Tensor& param, size_t index) {
+  const uint32_t path = parameter_path(param);
+  return path != OVF_NO_ID ? std::string(interned(path))
+                           : "param_groups[...]params[" + std::to_string(index) + "]";
+}
+
 }  // namespace ovf

@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <string>
 
 namespace ovf {
 
@@ -32,6 +33,9 @@ uint32_t parameter_module(const at::Tensor& tensor);
 
 // The path of a registered parameter (the tensor itself), or OVF_NO_ID.
 uint32_t parameter_path(const at::Tensor& tensor);
+// Its path, or "param_groups[...]params[index]" for parameter number `index`
+// (param_groups order) of an optimizer that holds an unregistered one.
+std::string parameter_name(const at::Tensor& param, size_t index);
 
 // The path of the registered parameter whose .grad is `tensor` (or shares its
 // storage), or OVF_NO_ID. Walks every parameter: for an event, not for every op.

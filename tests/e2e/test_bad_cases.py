@@ -57,7 +57,7 @@ def test_layout_version_from_the_future(debugger):
     )
     assert (
         out.count(
-            "ovf: the ring has layout version 9, newer than this ovf debugger extension reads (3); "
+            "ovf: the ring has layout version 9, newer than this ovf debugger extension reads (4); "
             "use the extension that ships with the runtime (version 0.1.0)"
         )
         == 2

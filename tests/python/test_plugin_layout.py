@@ -50,6 +50,10 @@ int main() {
   F(ovf_record, headroom_underflow);
   F(ovf_record, diagnosis_id);
   F(ovf_record, location_id);
+  F(ovf_record, scale_before);
+  F(ovf_record, scale_after);
+  F(ovf_record, cause_seq);
+  F(ovf_record, skips_in_row);
   first = true;
   std::printf("], \"control\": [");
   F(ovf_control, generation);
@@ -66,6 +70,8 @@ int main() {
   F(ovf_control, module_glob);
   F(ovf_control, observe);
   F(ovf_control, headroom_dtype);
+  F(ovf_control, scaler_max_skips);
+  F(ovf_control, scale_floor);
   first = true;
   std::printf("], \"header\": [");
   F(ovf_state_t, magic);

@@ -6,7 +6,7 @@ armed for the next `run`.
 
 import datetime
 
-from ovf_ring import compiled, device, layout
+from ovf_ring import compiled, device, layout, scaler
 from ovf_ring.errors import OvfError
 from ovf_ring.event import describe_seq, last_event
 from ovf_ring.identity import process_text
@@ -66,10 +66,23 @@ def _ring_lines(ring):
         + (f", above {c.above:g}" if c.stop_mask & layout.STOP_ABOVE else "")
         + (f", below {c.below:g}" if c.stop_mask & layout.STOP_BELOW else "")
         + (", trace batches " + ",".join(map(str, c.traced)) if c.traced else "")
-        + (f", abort after batch {c.abort_after_batch}" if c.abort_after_batch >= 0 else ""),
+        + (f", abort after batch {c.abort_after_batch}" if c.abort_after_batch >= 0 else "")
+        + (
+            f", scaler after {c.scaler_max_skips} skips in a row"
+            if c.stop_mask & layout.STOP_SCALER and c.scaler_max_skips
+            else ""
+        )
+        + (
+            f", scale floor {c.scale_floor:g}"
+            if c.stop_mask & layout.STOP_SCALER and c.scale_floor > 0
+            else ""
+        ),
     ]
     out += device.status_lines(h, always=True)
     out.append("first non-finite: " + describe_seq(ring, h.first_nonfinite_seq))
+    scaled = scaler.history(ring)
+    if scaled:
+        out.append(f"loss scaler: {scaled}")
     event = last_event(ring)
     if event is not None:
         out.append(f"last event: {_bits(event.bits)} at " + describe_seq(ring, event.seq))

@@ -26,7 +26,7 @@ extern "C" {
 // "OVF-RING" read as a little-endian u64. Written at start-up, not stored in
 // .rodata as a string, so a memory scan for it finds the live state first.
 #define OVF_MAGIC 0x474e49522d46564fULL
-#define OVF_LAYOUT_VERSION 3u
+#define OVF_LAYOUT_VERSION 4u
 #define OVF_HEADER_SIZE 1024u
 #define OVF_RECORD_SIZE 192u
 #define OVF_CONTROL_OFFSET 256u
@@ -55,6 +55,11 @@ enum ovf_record_kind {
   OVF_KIND_STEP_PARAM = 12,  // a parameter non-finite after that step: label_id "module.path.name"
   OVF_KIND_BUFFER = 13,      // a module's buffer that turned non-finite in its forward (BatchNorm's
                          // running_var): standalone; label_id = its path, context_id = the module
+  // A loss scaler's update (GradScaler.update()) that skipped the step or changed
+  // the scale (layout 4): name_id its class, label_id the first parameter whose
+  // gradient was non-finite (OVF_NO_ID: none), scale_before / scale_after,
+  // skips_in_row and cause_seq. A skip is NONFINITE and deliberate (CONSTANT).
+  OVF_KIND_SCALER = 14,
 };
 
 // Tensor element types as the runtime sees them (independent of torch's enum).
@@ -106,6 +111,10 @@ enum ovf_record_flags {
   // FRAME: written from inside a torch.compile'd graph (ovf's custom op): the
   // ATen ops Inductor fused into its kernels ran unseen in it.
   OVF_FLAG_COMPILED = 1u << 13,
+  // Line: made non-finite inside a region where that is expected (GradScaler's
+  // scaled backward and unscale_, ovf.expected_nonfinite()), so also CONSTANT;
+  // an op's diagnosis_id still says why (layout 4).
+  OVF_FLAG_EXPECTED = 1u << 14,
 };
 
 // One record: a frame header or one tensor line. `seq` is written last (release)
@@ -143,7 +152,14 @@ typedef struct ovf_record {
   uint32_t diagnosis_id;   // 136 producing OP_OUTPUT: why, in one line ("aten::log of 16 zeros
                            //     (-inf)"); OVF_NO_ID: nothing said
   uint32_t location_id;    // 140 backward OP_OUTPUT: where the forward op ran ("train.py:16 in f")
-  uint8_t reserved[OVF_RECORD_SIZE - 144];  // 144 zero; room to grow (bump the version)
+  // Layout 4 (zero in earlier layouts):
+  double scale_before;    // 144 SCALER: the loss scale before the update
+  double scale_after;     // 152 SCALER: ... and after
+  uint64_t cause_seq;     // 160 SCALER: the first record a producing op (or gradient) made
+                          //     non-finite in the scaled backward before the skip;
+                          //     OVF_NO_SEQ: none observed (module mode sees no backward op)
+  uint32_t skips_in_row;  // 168 SCALER: skipped steps in a row, this one included (0: no skip)
+  uint8_t reserved[OVF_RECORD_SIZE - 172];  // 172 zero; room to grow (bump the version)
 } ovf_record;
 
 // The part of the state a debugger may write (and only this part). The runtime
@@ -160,6 +176,9 @@ enum ovf_stop_bits {
   // or at the first non-finite value ever seen, not where it is carried onward.
   OVF_STOP_PRODUCER_ONLY = 1u << 6,
   OVF_STOP_BACKWARD = 1u << 7,  // a NaN/Inf in a backward op's output (needs OVF_OBSERVE_BACKWARD)
+  // A loss scaler gave up (layout 4): control.scaler_max_skips skipped steps in a
+  // row, or a skip took the scale below control.scale_floor.
+  OVF_STOP_SCALER = 1u << 8,
 };
 
 // What the runtime observes beyond module forwards (control.observe).
@@ -211,7 +230,10 @@ typedef struct ovf_control {
   char module_glob[OVF_GLOB_SIZE];  // +312 fnmatch pattern on the module path; "" = all
   uint32_t observe;                 // +568 enum ovf_observe_bits
   uint32_t headroom_dtype;          // +572 enum ovf_dtype lines measure headroom against (0: off)
-  uint8_t reserved[OVF_CONTROL_SIZE - 576];  // room to grow
+  uint32_t scaler_max_skips;        // +576 OVF_STOP_SCALER after this many skips in a row (0: off)
+  uint32_t reserved_580;            // +580 zero
+  double scale_floor;  // +584 OVF_STOP_SCALER when a skip leaves the scale below (0: off)
+  uint8_t reserved[OVF_CONTROL_SIZE - 592];  // room to grow
 } ovf_control;
 
 // The event snapshot: where the program was when the value was made, taken
@@ -367,7 +389,11 @@ static_assert(offsetof(ovf_record, headroom_dtype) == 128, "layout");
 static_assert(offsetof(ovf_record, headroom_underflow) == 132, "layout");
 static_assert(offsetof(ovf_record, diagnosis_id) == 136, "layout");
 static_assert(offsetof(ovf_record, location_id) == 140, "layout");
-static_assert(offsetof(ovf_record, reserved) == 144, "layout");
+static_assert(offsetof(ovf_record, scale_before) == 144, "layout");
+static_assert(offsetof(ovf_record, scale_after) == 152, "layout");
+static_assert(offsetof(ovf_record, cause_seq) == 160, "layout");
+static_assert(offsetof(ovf_record, skips_in_row) == 168, "layout");
+static_assert(offsetof(ovf_record, reserved) == 172, "layout");
 
 static_assert(sizeof(ovf_control) == OVF_CONTROL_SIZE, "control block size is part of the layout");
 static_assert(offsetof(ovf_control, enabled) == 4, "layout");
@@ -383,6 +409,8 @@ static_assert(offsetof(ovf_control, trace_batches) == 56, "layout");
 static_assert(offsetof(ovf_control, module_glob) == 312, "layout");
 static_assert(offsetof(ovf_control, observe) == 568, "layout");
 static_assert(offsetof(ovf_control, headroom_dtype) == 572, "layout");
+static_assert(offsetof(ovf_control, scaler_max_skips) == 576, "layout");
+static_assert(offsetof(ovf_control, scale_floor) == 584, "layout");
 
 static_assert(sizeof(ovf_snapshot_frame) == 16, "layout");
 static_assert(sizeof(ovf_snapshot_local) == 136, "layout");

@@ -21,6 +21,8 @@ OPTION_OF = {
     "OVF_DEVICE_MODE": "--device-mode",
     "OVF_STOP": "--stop",
     "OVF_IF": "--if",
+    "OVF_SCALER_SKIPS": "--scaler-skips",
+    "OVF_SCALE_FLOOR": "--scale-floor",
 }
 # What --stop may name: the kinds of value that stop the run.
 STOP_KINDS = ("nan", "inf")
@@ -122,6 +124,23 @@ def _parser():
         action="store_true",
         help="also check the ops of the backward pass, named by the forward op they differentiate",
     )
+    p.add_argument(
+        "--scaler-skips",
+        type=int,
+        default=None,
+        metavar="N",
+        help="stop when a loss scaler (GradScaler) skips N steps in a row (default 0: never)",
+    )
+    p.add_argument(
+        "--scale-floor",
+        type=float,
+        default=None,
+        metavar="X",
+        help=(
+            "stop when a skipped step takes a loss scaler's scale below X (default 1: a scale "
+            "that shrinks the loss; 0: never)"
+        ),
+    )
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     return p
@@ -150,6 +169,10 @@ def main(argv=None):
     }
     if args.ring_capacity is not None:
         env["OVF_RING_CAPACITY"] = str(args.ring_capacity)
+    if args.scaler_skips is not None:
+        env["OVF_SCALER_SKIPS"] = str(args.scaler_skips)
+    if args.scale_floor is not None:
+        env["OVF_SCALE_FLOOR"] = repr(args.scale_floor)
     if args.wait_timeout is not None:
         env["OVF_WAIT_TIMEOUT"] = repr(args.wait_timeout)
     if args.device_mode is not None:

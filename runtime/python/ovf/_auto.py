@@ -105,6 +105,8 @@ def enable(
     wait_timeout=0.0,
     device_mode="fast",
     condition=None,
+    scaler_skips=0,
+    scale_floor=1.0,
 ):
     """Turns detection on for every model this process runs. Idempotent.
 
@@ -115,6 +117,9 @@ def enable(
     headroom: "fp16", "bf16", "fp8_e4m3" or "fp8_e5m2": every line also counts
     its values below that dtype's smallest normal (ovf frames --headroom).
     wait_timeout: wait mode goes on after this many seconds without a debugger.
+    scaler_skips, scale_floor: a loss scaler (GradScaler) gives up, an event, at
+    this many skipped steps in a row (0: never) or at a skip that takes its scale
+    below the floor (0: none; the default 1 is a scale that shrinks the loss).
     device_mode: "fast" or "exact", how device tensors' statistics are waited for
     (_options.device_mode_code).
     condition: an --if expression (_condition.py) each NaN/Inf/backward event must
@@ -133,6 +138,8 @@ def enable(
         "after_batch": _options.batch_number(after_batch),
         "observe": int(observe),
         "headroom_dtype": _options.headroom_code(headroom),
+        "scaler_max_skips": _options.scaler_skips(scaler_skips),
+        "scale_floor": _options.scale_floor(scale_floor),
     }
     wait_timeout = _options.seconds(wait_timeout)
     if condition is not None:
@@ -141,7 +148,7 @@ def enable(
         _condition.parse(condition, "OVF_IF")
     if ring_capacity is not None:
         _ovf.configure_ring(_options.ring_capacity(ring_capacity))
-    mask = _options.STOP_BITS["nan"] | _options.STOP_BITS["inf"]
+    mask = _options.STOP_BITS["nan"] | _options.STOP_BITS["inf"] | _options.STOP_BITS["scaler"]
     if above is not None:
         mask |= _options.STOP_BITS["above"]
         control["above"] = float(above)
@@ -165,6 +172,8 @@ def enable(
     _steps.start()
     if stop_mask is not None:  # the kinds asked for; backward ops stop for those kinds too
         mask = stop_mask | (mask & _options.STOP_BITS["backward"])
+        if stop_mask & (_options.STOP_BITS["nan"] | _options.STOP_BITS["inf"]):
+            mask |= _options.STOP_BITS["scaler"]  # a scaler that gives up: NaN/Inf gradients
     _ovf.set_control(stop_mask=mask, **control)
     _ovf.set_wait_timeout(wait_timeout)
     if condition is not None:
@@ -199,4 +208,6 @@ def enable_from_environment():
         wait_timeout=opts["wait_timeout"],
         device_mode=opts["device_mode"],
         condition=opts["condition"],
+        scaler_skips=opts["scaler_skips"],
+        scale_floor=opts["scale_floor"],
     )

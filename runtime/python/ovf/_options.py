@@ -120,6 +120,22 @@ def seconds(value, where="wait timeout"):
     return float(value)
 
 
+def scaler_skips(value, where="scaler_skips"):
+    """Skipped loss-scaler steps in a row that stop the run (0: never)."""
+    return _integer(value, where, 0, 2**32 - 1, "an integer >= 0 (0: no limit)")
+
+
+def scale_floor(value, where="scale_floor"):
+    """The loss scale a skip must not take the scaler below (0: no floor)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not 0 <= value < float("inf")
+    ):
+        raise OptionError(f"ovf: {where} must be a finite number >= 0 (0: no floor); got {value!r}")
+    return float(value)
+
+
 def _env_int(name, text):
     try:
         return int(text)
@@ -159,6 +175,8 @@ def from_environment(environ=None):
         "wait_timeout": 0.0,
         "device_mode": env.get("OVF_DEVICE_MODE", "") or "fast",
         "condition": env.get("OVF_IF", "").strip() or None,
+        "scaler_skips": 0,
+        "scale_floor": 1.0,
     }
     on_event_code(opts["on_nan"], "OVF_ON_NAN")
     if opts["condition"] is not None:
@@ -194,6 +212,14 @@ def from_environment(environ=None):
     if env.get("OVF_WAIT_TIMEOUT", "").strip():
         opts["wait_timeout"] = seconds(
             _env_float("OVF_WAIT_TIMEOUT", env["OVF_WAIT_TIMEOUT"]), "OVF_WAIT_TIMEOUT"
+        )
+    if env.get("OVF_SCALER_SKIPS", "").strip():
+        opts["scaler_skips"] = scaler_skips(
+            _env_int("OVF_SCALER_SKIPS", env["OVF_SCALER_SKIPS"]), "OVF_SCALER_SKIPS"
+        )
+    if env.get("OVF_SCALE_FLOOR", "").strip():
+        opts["scale_floor"] = scale_floor(
+            _env_float("OVF_SCALE_FLOOR", env["OVF_SCALE_FLOOR"]), "OVF_SCALE_FLOOR"
         )
     if "OVF_STOP" in env:
         opts["stop_mask"] = stop_mask(env["OVF_STOP"], "OVF_STOP")

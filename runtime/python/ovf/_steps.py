@@ -13,7 +13,6 @@ that skips the optimizer's step still counts as its step: the skipped step was
 the user's."""
 
 import gc
-import importlib
 import weakref
 
 import torch
@@ -25,8 +24,7 @@ _rule = "repeated_forward"
 _round = weakref.WeakSet()  # the optimizers of one round
 _stepped = weakref.WeakSet()  # those that stepped in the current round
 _stepped_batch = 0  # the batch they stepped in (a step begun without them ends the round)
-_in_scaler_step = weakref.WeakSet()  # optimizers inside GradScaler.step()
-_installed = False
+_in_scaler_step = weakref.WeakSet()  # optimizers inside GradScaler.step() (_scaler.py)
 
 
 def start():
@@ -36,7 +34,6 @@ def start():
     _rule = "repeated_forward"
     _round.clear()
     _stepped.clear()
-    _install_scaler_hook()
     _ovf.set_step_end(_ovf.STEP_ENDS[_rule])
 
 
@@ -94,6 +91,13 @@ def after_optimizer_step(optimizer):
         _count_step(optimizer)
 
 
+def after_scaler_step(optimizer):
+    """GradScaler.step(optimizer) returned: it skips optimizer.step() when a
+    gradient is not finite, and the step hook never hears of it."""
+    if _active:
+        _count_step(optimizer)
+
+
 def _count_step(optimizer):
     global _round, _stepped_batch
     if _rule != "optimizer_round":  # an optimizer made after the first backward()
@@ -116,28 +120,3 @@ def _count_step(optimizer):
     if all(o in _stepped for o in _round):
         _stepped.clear()
         _ovf.end_step()
-
-
-def _install_scaler_hook():
-    """GradScaler.step(optimizer) skips optimizer.step() when a gradient is not
-    finite: the step hook never hears of it, so the scaler's step is counted."""
-    global _installed
-    if _installed:
-        return
-    _installed = True
-    try:
-        scaler = importlib.import_module("torch.amp.grad_scaler").GradScaler
-    except (ImportError, AttributeError):  # torch < 2.3: torch.cuda.amp's only
-        return
-    original = scaler.step
-
-    def step(self, optimizer, *args, **kwargs):
-        _in_scaler_step.add(optimizer)
-        try:
-            return original(self, optimizer, *args, **kwargs)
-        finally:
-            _in_scaler_step.discard(optimizer)
-            if _active:
-                _count_step(optimizer)
-
-    scaler.step = step
