@@ -141,7 +141,14 @@ def collect(ring, options=None, program=""):
             if home is not None and r.kind != layout.KIND_OP_OUTPUT:
                 located[seq] = home
                 continue
-        if r.kind == layout.KIND_CHECKPOINT and not options.ops:
+        if r.kind == layout.KIND_SCALER and not options.ops:
+            # A loss scaler's row: its scale after each skip or change; a skip is non-finite.
+            row = ("scaler", r.name_id)
+            scale = cell(row, f"{ring.text(r.name_id)} loss scale", column, r.batch, seq)
+            scale.value = r.scale_after if r.scale_after > 0 else scale.value
+            scale.nonfinite = scale.nonfinite or bool(r.skips_in_row)
+            located[seq] = (row, column)
+        elif r.kind == layout.KIND_CHECKPOINT and not options.ops:
             name = ring.text(r.name_id)
             if wanted(name):
                 row = ("checkpoint", r.name_id)

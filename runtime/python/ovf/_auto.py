@@ -158,12 +158,13 @@ def enable(
     if observe & _options.OBSERVE_BITS["backward"]:
         mask |= _options.STOP_BITS["backward"]
     if not _enabled:
-        from . import _optimizer, _raise_points, _steps
+        from . import _optimizer, _raise_points, _scaler, _steps
 
         _hooks.hooks_installed()
         torch.nn.modules.module.register_module_forward_pre_hook(_ovf.forward_pre_hook)
         _register_global_forward_hook()
         _optimizer.install()
+        _scaler.install()
         _raise_points.install()
         _enabled = True
     _ovf.start_session(frames, trace, abort_after, on_event, device, training_steps=True)

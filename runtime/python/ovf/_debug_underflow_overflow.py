@@ -118,6 +118,9 @@ class DebugUnderflowOverflow:
         # every module's keeps track of the innermost module, which names the ops.
         hooked = self.module_names if ops or backward else [model]
         self._handles += [m.register_forward_pre_hook(_ovf.forward_pre_hook) for m in hooked]
+        from . import _scaler
+
+        _scaler.install()  # GradScaler's infinities are deliberate, optimizer checks or not
         if optimizers:
             from . import _optimizer
 
@@ -131,7 +134,9 @@ class DebugUnderflowOverflow:
 
             _raise_points.install()
             stop = _options.STOP_BITS
-            _ovf.set_control(stop_mask=stop["nan"] | stop["inf"] | stop["backward"])
+            _ovf.set_control(
+                stop_mask=stop["nan"] | stop["inf"] | stop["scaler"] | stop["backward"]
+            )
         _ovf.sync_op_observer()
         _active = self
 

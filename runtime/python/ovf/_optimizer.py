@@ -7,13 +7,12 @@ forward is where it shows (as in the reference). torch's global post-step hook
 
 import importlib
 
-from . import _ovf, _scaler, _steps
+from . import _ovf, _steps
 
 _installed = False
 
 
 def _check(optimizer, *_):
-    _scaler.note_optimizer_step(optimizer)
     _ovf.after_optimizer_step(optimizer)
     _steps.after_optimizer_step(optimizer)
 
@@ -24,7 +23,6 @@ def install():
     if _installed:
         return
     _installed = True
-    _scaler.install()
     # torch/optim/__init__.py deletes its `optimizer` name: ask importlib for the module
     module = importlib.import_module("torch.optim.optimizer")
     module.register_optimizer_step_post_hook(_check)

@@ -41,10 +41,12 @@ def install():
     for name, wrapper in (("scale", _scale), ("unscale_", _unscale), ("step", _step)):
         setattr(scaler, name, wrapper(getattr(scaler, name)))
     scaler.update = _update(scaler.update)
+    # torch/optim/__init__.py deletes its `optimizer` name: ask importlib for the module
+    importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(_ran)
 
 
-def note_optimizer_step(optimizer):
-    """optimizer.step() ran (the global step hook)."""
+def _ran(optimizer, *_):
+    """optimizer.step() ran (a global step hook): inside GradScaler.step(), not skipped."""
     if optimizer in _steps._in_scaler_step:
         _stepped.add(optimizer)
 
