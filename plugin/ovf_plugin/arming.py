@@ -33,6 +33,8 @@ class Arming:
     headroom: str = (
         None  # watch --headroom: a layout.HEADROOM_DTYPES name, lines measure against it
     )
+    scaler_skips: int = 0  # break-on-nan --scaler-skips: a loss scaler gives up after N skips
+    scale_floor: float = 1.0  # break-on-nan --scale-floor: or at a skip below this scale
     touched: set = field(default_factory=set)  # control fields a command has set
 
     # -------------------------------------------------------------- runtime side
@@ -93,6 +95,8 @@ class Arming:
                 or None
             ),
             "OVF_HEADROOM": self.headroom,
+            "OVF_SCALER_SKIPS": str(self.scaler_skips) if self.scaler_skips else None,
+            "OVF_SCALE_FLOOR": repr(self.scale_floor) if self.scale_floor != 1.0 else None,
             "OVF_MODULE": self.runtime_glob() or None,
             "OVF_AFTER_BATCH": (
                 str(self.runtime_after_batch()) if self.runtime_after_batch() else None
@@ -132,6 +136,8 @@ class Arming:
             ]
         if "observe" in self.touched:
             writes.append(("observe", self.observe()))
+        if "scaler" in self.touched:
+            writes += [("scaler_max_skips", self.scaler_skips), ("scale_floor", self.scale_floor)]
         if "headroom" in self.touched:
             writes.append(
                 ("headroom_dtype", layout.HEADROOM_DTYPES[self.headroom][0] if self.headroom else 0)
@@ -188,6 +194,15 @@ class Arming:
             )
         if self.backward:
             lines.append("stop on nan or inf in the backward pass" + _where(self.module))
+        # The default (a skip below scale 1) goes without saying; a choice is named.
+        if (self.nan or self.inf) and (self.scaler_skips or self.scale_floor != 1.0):
+            gives_up = [f"below scale {self.scale_floor:g}"] if self.scale_floor else []
+            gives_up += [f"after {self.scaler_skips} skips in a row"] if self.scaler_skips else []
+            lines.append(
+                "stop when a loss scaler gives up: " + " or ".join(gives_up)
+                if gives_up
+                else "a loss scaler that gives up does not stop (--scale-floor 0)"
+            )
         if self.above is not None:
             of_max = ""
             if self.headroom:

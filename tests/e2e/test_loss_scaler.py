@@ -26,7 +26,8 @@ UNSEEN = (
 )
 MADE_BY = (
     "ovf: the first skip's first non-finite value (0.weight's gradient held one) was produced in"
-    " the backward pass by aten::div, the gradient of aten::sqrt in no module at " + BORN
+    " the backward pass by aten::div, the gradient of aten::sqrt in no module at "
+    + BORN
     + " (batch 0)"
 )
 WHY = "ovf: why: aten::div: the divisor has 2 zeros: x/0 in 2 elements (inf)"
@@ -129,12 +130,44 @@ def test_the_debuggers_stop_when_the_scaler_gives_up(debugger, tmp_path):
     assert "ovf: GradScaler gave up at batch 16" in out, out
     for line in (GAVE_UP, MADE_BY, WHY):
         assert "     " + line.removeprefix("ovf: ") in out, out
-    assert "loss scaler: GradScaler: 17 skipped steps in the ring (last at batch 16); scale now 0.5" in out
+    assert (
+        "loss scaler: GradScaler: 17 skipped steps in the ring (last at batch 16); scale now 0.5"
+        in out
+    )
     assert (
         "ovf: batch 16: GradScaler skipped the step (17 in a row): scale 1 -> 0.5;"
         " 0.weight's gradient non-finite" in out
     ), out
-    assert re.search(r"stops on: nan, inf, producer_only, backward, scaler, scale floor 1", out), out
+    assert re.search(r"stops on: nan, inf, producer_only, backward, scaler, scale floor 1", out), (
+        out
+    )
     post = debugger.run(["ovf status"], core=core, timeout=120)
     assert "loss scaler: GradScaler: 17 skipped steps in the ring (last at batch 16)" in post, post
     assert "last event: scaler at record" in post, post
+
+
+def test_the_debuggers_take_the_scaler_options_before_run_and_on_a_live_process(debugger):
+    out = debugger.run(
+        [
+            "ovf break-on-nan --scaler-skips 3",
+            "run",
+            "ovf break-on-nan --scale-floor 0",
+            "continue",
+        ],
+        program=[PYTHON, SCRIPT, "collapse"],
+        env=clean_env(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"),
+        cwd=TOP,
+        timeout=300,
+    )
+    assert "ovf: armed: stop on nan and inf (where a value is produced); stop when a loss" in out
+    assert "stop when a loss scaler gives up: below scale 1 or after 3 skips in a row" in out, out
+    assert debugger.hits(out) == 1, out
+    assert out.index("batch 1 loss") < out.index("ovf: GradScaler gave up at batch 2"), out
+    assert out.index("ovf: GradScaler gave up at batch 2") < out.index("batch 2 loss"), out
+    assert (
+        "     GradScaler skipped 3 steps in a row (batch 0 to 2): the gradients were non-finite"
+        " each time, and its scale went from 65536 to 8192 (--scaler-skips 3)" in out
+    ), out
+    # written into the live control block: no more stops, the run ends
+    assert "a loss scaler that gives up does not stop (--scale-floor 0)" in out, out
+    assert "batch 19 loss -0.5840 scale 0.0625" in out and debugger.exit_code(out) == 0, out

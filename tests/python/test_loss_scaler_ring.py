@@ -88,14 +88,14 @@ def test_every_skip_is_a_record_with_its_scale_parameter_and_cause():
 
 def test_the_plot_draws_the_scale_with_skips_as_non_finite():
     train("collapse", 3)
-    drawn = picture.collect(ring_now(), picture.Options(batches=True))
+    drawn = picture.collect(ring_now())  # columns: the newest records, this run's last
     row = drawn.rows.index("GradScaler loss scale")
-    by_batch = {
-        drawn.columns[column]["batch"]: (value, bad)
-        for r, column, value, bad in drawn.cells
-        if r == row
-    }
-    assert [by_batch[b] for b in (0, 1, 2)] == [(32768.0, True), (16384.0, True), (8192.0, True)]
+    cells = sorted((column, value, bad) for r, column, value, bad in drawn.cells if r == row)
+    assert [(value, bad) for _, value, bad in cells[-3:]] == [
+        (32768.0, True),
+        (16384.0, True),
+        (8192.0, True),
+    ]
 
 
 def test_a_scaler_that_recovers_records_its_skips_and_never_stops():
@@ -114,3 +114,16 @@ def test_the_scalers_numbers_are_the_same_with_ovf_on_and_off():
     assert on_scaler.get_scale() == off_scaler.get_scale()
     for a, b in zip(on_model.parameters(), off_model.parameters(), strict=True):
         assert torch.equal(a, b)
+
+
+def test_healthy_steps_read_no_scale_and_a_skip_reads_it_twice(monkeypatch):
+    # Reading the scale is .item(): a host sync on a GPU. Healthy steps must not pay it.
+    from ovf import _scaler
+
+    reads = []
+    read = _scaler._read_scale
+    monkeypatch.setattr(_scaler, "_read_scale", lambda s: reads.append(s) or read(s))
+    _, _, records = train("healthy", 5)
+    assert reads == [] and scaler_records(records) == []
+    train("collapse", 2)
+    assert len(reads) == 4  # before and after each of the two skips' updates

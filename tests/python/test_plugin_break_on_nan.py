@@ -33,7 +33,7 @@ def test_break_on_nan_writes_the_control_block_of_a_live_process():
         control.glob_text,
         control.after_batch,
         control.generation,
-    ) == (layout.ON_EVENT_CONTINUE, layout.STOP_INF, "enc*", 3, 1)
+    ) == (layout.ON_EVENT_CONTINUE, layout.STOP_INF | layout.STOP_SCALER, "enc*", 3, 1)
     with pytest.raises(OvfError, match="--if 'absmax >' is not a Python expression"):
         commands.execute(session, "break-on-nan", ["--if", "absmax >"])
     with pytest.raises(OvfError, match="uses bogus; it may use absmax"):

@@ -57,6 +57,23 @@ def add_arguments(p):
         ),
     )
     p.add_argument(
+        "--scaler-skips",
+        type=types.skips,
+        default=0,
+        metavar="N",
+        help="stop when a loss scaler (GradScaler) skips N steps in a row (default 0: never)",
+    )
+    p.add_argument(
+        "--scale-floor",
+        type=types.threshold,
+        default=1.0,
+        metavar="X",
+        help=(
+            "stop when a skipped step takes a loss scaler's scale below X (default 1: a scale "
+            "that shrinks the loss; 0: never)"
+        ),
+    )
+    p.add_argument(
         "--if",
         dest="condition",
         default=None,
@@ -80,5 +97,7 @@ def run(session, args):
     a.ops = args.ops or args.backward
     a.backward = args.backward
     a.carriers = args.carriers
-    a.touched.add("observe")
+    a.scaler_skips = args.scaler_skips
+    a.scale_floor = args.scale_floor
+    a.touched.update(("observe", "scaler"))
     return session.apply(a)
