@@ -12,7 +12,7 @@ the order is as good as the agreement of their clocks.
 import datetime
 from dataclasses import dataclass, field
 
-from . import compiled, device, layout, listing
+from . import compiled, device, layout, listing, scaler
 from .core_target import CoreTarget
 from .errors import OvfError
 from .event import describe_seq
@@ -95,9 +95,16 @@ def summary(core, ring_notes=False):
     first = describe_seq(core.ring, h.first_nonfinite_seq)
     if core.first is not None:
         first += f", at {_clock(core.first.timestamp_ns)}"
+    scaled = scaler.history(core.ring)
+    event = core.ring.record(h.last_event_seq) if h.last_event_kind & layout.STOP_SCALER else None
+    gave_up = (
+        [] if event is None or isinstance(event, BadSlot) else scaler.stop_lines(core.ring, event)
+    )
     lines = [
         f"{core.path}: {process_text(h)}, batch {h.batch}, {h.frames_written} frames",
         f"first non-finite: {first}",
+        *([f"loss scaler: {scaled}"] if scaled else []),
+        *(f"{'  ' if i else 'loss scaler gave up: '}{line}" for i, line in enumerate(gave_up)),
         *device.status_lines(h),
         *core.notes,
         *(core.ring.notes if ring_notes else ()),

@@ -5,18 +5,14 @@
 #include <cstdio>
 #include <initializer_list>
 
+#include "report.h"
+
 namespace ovf {
 namespace {
 
 std::string e2(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2e", x);
-  return buf;
-}
-
-std::string g(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", x);
   return buf;
 }
 
@@ -108,12 +104,12 @@ std::string diagnose(const std::string& op, const Operand& out,
       first->has_stats && top > 0) {
     const double limit = std::log(top) / (is(op, {"exp2"}) ? std::log(2.0) : 1.0);
     return op + " overflow: input abs max " + e2(first->abs_max) + " > " +
-           g(std::round(limit * 10) / 10) + " (" + dtype_name(out.dtype) + ")";
+           format_g(std::round(limit * 10) / 10) + " (" + dtype_name(out.dtype) + ")";
   }
   if (is(op, {"to", "_to_copy", "copy_", "type_as", "half", "bfloat16"}) && top > 0 &&
       largest_input(inputs) > top) {
     return op + " to " + dtype_name(out.dtype) + ": input abs max " + e2(largest_input(inputs)) +
-           " > " + g(top);
+           " > " + format_g(top);
   }
   if (o.pos_inf_count + o.neg_inf_count && !o.nan_count && top > 0) {
     return op + " overflow: results exceed " + dtype_name(out.dtype) + "'s max " + e2(top) +

@@ -95,7 +95,7 @@ std::string Monitor::start_session(const SessionOptions& o) {
   ovf_state.device_mode = o.device_mode;
   ovf_state.pending_frames = 0;
   ovf_state.last_event_late = 0;
-  last_frame_end_ = __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE);
+  last_frame_end_ = session_start_ = __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE);
   pending_detection_ = 0;
   frames_this_batch_ = 0;
   between_batches_.store(false, std::memory_order_release);
@@ -316,7 +316,8 @@ uint32_t Monitor::detect(const Committed& span, const ovf_record* records, uint3
 // ---------------------------------------------------------------- the response step
 
 std::string Monitor::report_text(uint64_t end, uint64_t batch) {
-  return format_event_report(batch, report_floor_, end, ovf_state.max_frames_to_save);
+  return format_event_report(batch, report_floor_, end, ovf_state.max_frames_to_save,
+                             session_start_);
 }
 
 Response Monitor::respond(uint32_t events, uint64_t end, uint64_t batch, bool can_raise) {

@@ -216,6 +216,7 @@ class Monitor {
   std::vector<int64_t> trace_batches_;  // the session's trace_batch_nums, any number of them
   uint64_t total_calls_ = 0;
   uint64_t last_frame_end_ = 0;          // seq after the previous frame's last line
+  uint64_t session_start_ = 0;           // the first seq this session wrote
   std::deque<DeferredFrame> deferred_;   // fast device mode: appended, not judged yet
   uint64_t boundaries_ = 0;              // root frames finished this session
   bool judging_late_ = false;            // a deferred frame is judged after its hook returned

@@ -47,6 +47,12 @@ std::string format_8_2e(double x) {
   return buf;
 }
 
+std::string format_g(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
 ReferenceMinMax reference_min_max(const ovf_record& line) {
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -350,7 +356,7 @@ std::string format_op(const ovf_record& r) {
 }
 
 std::string format_event_report(uint64_t batch_number, uint64_t floor, uint64_t end,
-                                uint32_t max_frames) {
+                                uint32_t max_frames, uint64_t session_start) {
   uint32_t frames = 0;
   const auto records = last_frames(floor, end, max_frames, &frames);
   std::string text = detection_text(batch_number, records, frames) + compiled_note(records, frames);
@@ -362,7 +368,7 @@ std::string format_event_report(uint64_t batch_number, uint64_t floor, uint64_t 
   const ovf_record* event = find_record(end - 1);
   if (event != nullptr && event->kind == OVF_KIND_SCALER)
     return text + describe_scaler_stop(*event);
-  return text + describe_first_nonfinite();
+  return text + describe_first_nonfinite() + describe_scaler_history(session_start, end);
 }
 
 }  // namespace ovf

@@ -14,6 +14,9 @@ namespace ovf {
 // Python's format(x, "8.2e"): "nan" never "-nan", "inf", "-inf".
 std::string format_8_2e(double x);
 
+// printf's "%g" (Python's format(x, "g") for finite x): 65536, 0.5, 1.5e+20.
+std::string format_g(double x);
+
 // The two values the reference prints for a tensor line: torch's abs().min()
 // and abs().max(), which propagate NaN and include infinities.
 struct ReferenceMinMax {
@@ -56,6 +59,10 @@ std::string describe_nonfinite(const ovf_record* r, const std::string& what);
 // (report_scaler.cpp).
 std::string describe_scaler_stop(const ovf_record& update);
 
+// "ovf: GradScaler had skipped 9 steps (the last at batch 8); its scale is 131072\n"
+// for an event's report where the ring holds a loss scaler's records in [start, end); "" else.
+std::string describe_scaler_history(uint64_t start, uint64_t end);
+
 // How a carried first non-finite value reached its op: " by the gradient of
 // fc.weight: it was made in the backward pass, which ovf did not watch (...)"
 // for a parameter's gradient (interned path `gradient_of`), else where from.
@@ -79,9 +86,10 @@ std::string compiled_note(const std::vector<const ovf_record*>& records, uint32_
 // What a process prints at an event it acts on: the reference's detection
 // report, one line when some of its frames came from compiled code, the last
 // op records before the event (when ops were observed), and where the first
-// non-finite value came from.
+// non-finite value came from -- or, at a loss scaler's stop, why it gave up --
+// and what a loss scaler did this session (since seq `session_start`).
 std::string format_event_report(uint64_t batch_number, uint64_t floor_seq, uint64_t end_seq,
-                                uint32_t max_frames);
+                                uint32_t max_frames, uint64_t session_start);
 
 // "\nDetected inf/nan during batch_number=N\nLast K forward frames:\n..." exactly
 // as DebugUnderflowOverflow.dump_saved_frames prints it.

@@ -1,7 +1,7 @@
 // What a process prints when a loss scaler gave up (OVF_STOP_SCALER): the run
 // of skipped steps, the scale, and what made the first skip's gradients
 // non-finite. plugin/ovf_ring/scaler.py words the same for debuggers.
-#include <cstdio>
+#include <algorithm>
 #include <string>
 
 #include "control.h"
@@ -10,12 +10,6 @@
 
 namespace ovf {
 namespace {
-
-std::string number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
 
 // The run's first skip: walked back from its last (skips_in_row counts down by
 // one per SCALER record of the run); `last` when the ring lost the others.
@@ -37,14 +31,14 @@ std::string describe_scaler_stop(const ovf_record& update) {
   const ovf_control& c = ovf_state.control;
   const double floor = read_control(c.scale_floor);
   std::string why = floor > 0 && update.scale_after < floor && update.scale_before >= floor
-                        ? ", below the floor " + number(floor) + " (--scale-floor)"
+                        ? ", below the floor " + format_g(floor) + " (--scale-floor)"
                         : " (--scaler-skips " + std::to_string(skips) + ")";
-  std::string text = "ovf: " + escape_text(interned(update.name_id)) + " skipped " +
-                     std::to_string(skips) + (skips == 1 ? " step" : " steps in a row") +
-                     " (batch " + std::to_string(first.batch) +
-                     (skips == 1 ? "" : " to " + std::to_string(update.batch)) +
-                     "): the gradients were non-finite each time, and its scale went from " +
-                     number(first.scale_before) + " to " + number(update.scale_after) + why + "\n";
+  std::string text =
+      "ovf: " + escape_text(interned(update.name_id)) + " skipped " + std::to_string(skips) +
+      (skips == 1 ? " step" : " steps in a row") + " (batch " + std::to_string(first.batch) +
+      (skips == 1 ? "" : " to " + std::to_string(update.batch)) +
+      "): the gradients were non-finite each time, and its scale went from " +
+      format_g(first.scale_before) + " to " + format_g(update.scale_after) + why + "\n";
   const std::string which = first.label_id == OVF_NO_ID
                                 ? std::string("a gradient")
                                 : escape_text(interned(first.label_id)) + "'s gradient";
@@ -56,6 +50,24 @@ std::string describe_scaler_stop(const ovf_record& update) {
   return text + "ovf: the first skip found " + which +
          " non-finite; the op that made it ran unseen: --ops --backward names it and its forward "
          "line\n";
+}
+
+std::string describe_scaler_history(uint64_t start, uint64_t end) {
+  const uint64_t capacity = ovf_state.record_capacity;
+  const uint64_t floor = std::max(start, end > capacity ? end - capacity : 0);
+  const ovf_record* last = nullptr;
+  uint64_t skips = 0;
+  for (uint64_t seq = end; seq > floor;) {
+    const ovf_record* r = find_record(--seq);
+    if (r == nullptr) break;  // overwritten
+    if (r->kind != OVF_KIND_SCALER) continue;
+    if (last == nullptr) last = r;
+    skips += r->skips_in_row != 0;
+  }
+  if (last == nullptr) return "";
+  return "ovf: " + escape_text(interned(last->name_id)) + " had skipped " + std::to_string(skips) +
+         (skips == 1 ? " step" : " steps") + " (the last at batch " + std::to_string(last->batch) +
+         "); its scale is " + format_g(last->scale_after) + "\n";
 }
 
 }  // namespace ovf

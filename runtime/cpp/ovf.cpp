@@ -183,7 +183,8 @@ std::string report() {
   const uint64_t end = ovf_state.last_event_seq == OVF_NO_SEQ
                            ? __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE)
                            : ovf_state.last_event_seq + 1;
-  return format_event_report(ovf_state.batch, 0, end, ovf_state.max_frames_to_save);
+  return format_event_report(ovf_state.batch, 0, end, ovf_state.max_frames_to_save,
+                             /*session_start=*/0);
 }
 
 }  // namespace ovf

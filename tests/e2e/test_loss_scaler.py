@@ -12,10 +12,17 @@ import re
 import subprocess
 
 import pytest
-from harness import PACKAGE_PARENT, PYTHON, TOP, clean_env, run_bounded
+from harness import PACKAGE_PARENT, PYTHON, TOP, clean_env, run_bounded, run_python
 
 SCRIPT = os.path.join(TOP, "tests", "e2e", "scripts", "amp_scaler.py")
-BORN = "amp_scaler.py:31 in pairwise_loss"  # the line marked "born: collapse"
+
+def _line_of(marker):
+    with open(SCRIPT) as f:
+        return next(n for n, line in enumerate(f, 1) if marker in line)
+
+
+BORN = f"amp_scaler.py:{_line_of('# born: collapse')} in pairwise_loss"
+BACKWARD_LINE = f"amp_scaler.py:{_line_of('.backward()')}"
 GAVE_UP = (
     "ovf: GradScaler skipped 17 steps in a row (batch 0 to 16): the gradients were non-finite"
     " each time, and its scale went from 65536 to 0.5, below the floor 1 (--scale-floor)"
@@ -63,18 +70,29 @@ def ovf_lines(out):
 
 
 @pytest.mark.parametrize("options", [(), ("--ops",), ("--ops", "--backward")])
-@pytest.mark.parametrize("case", ["recover", "healthy"])
+@pytest.mark.parametrize("case", ["recover", "recover_bf16", "healthy"])
 def test_a_scaler_that_recovers_or_never_skips_runs_to_the_end(case, options):
     out = run(case, *options)
-    last = {"recover": "batch 13 loss -0.6645 scale 65536", "healthy": "batch 4 loss"}[case]
+    last = {
+        "recover": "batch 13 loss -0.6645 scale 65536",
+        "recover_bf16": "batch 11 loss -629.1450 scale 3.32307e+35",  # 9 skips, then trains
+        "healthy": "batch 4 loss",
+    }[case]
     assert last in out and out.returncode == 0, out
     assert ovf_lines(out) == [], out
+
+
+def test_a_real_nan_after_skips_says_what_the_scaler_did_before():
+    out = run("recover_then_nan")
+    assert out.returncode == 1 and "batch 10 loss -0.6109 scale 131072" in out, out
+    assert "Detected inf/nan during batch_number=11" in out, out
+    assert "ovf: GradScaler had skipped 9 steps (the last at batch 8); its scale is 131072" in out
 
 
 def test_the_oracle_agrees_on_the_op_and_batch_of_the_collapse():
     out = run_bounded([PYTHON, SCRIPT, "collapse", "--oracle"], timeout=300, env=env(), cwd=TOP)
     # the oracle names the line that called backward(); ovf the forward line of the op
-    assert "oracle: aten::div in (no module) at batch 0, amp_scaler.py:41" in out, out
+    assert f"oracle: aten::div in (no module) at batch 0, {BACKWARD_LINE}" in out, out
     healthy = run_bounded([PYTHON, SCRIPT, "healthy", "--oracle"], timeout=300, env=env(), cwd=TOP)
     assert "oracle: None" in healthy, healthy
 
@@ -141,6 +159,11 @@ def test_the_debuggers_stop_when_the_scaler_gives_up(debugger, tmp_path):
     assert re.search(r"stops on: nan, inf, producer_only, backward, scaler, scale floor 1", out), (
         out
     )
+    if debugger.name == "gdb":  # an ELF core: python3 -m ovf.postmortem reads it too
+        summary = run_python(["-m", "ovf.postmortem", str(core)]).stdout
+        assert "loss scaler: GradScaler: 17 skipped steps in the ring (last at batch 16)" in summary
+        assert "loss scaler gave up: " + GAVE_UP.removeprefix("ovf: ") in summary, summary
+        assert "  " + MADE_BY.removeprefix("ovf: ") in summary, summary
     post = debugger.run(["ovf status"], core=core, timeout=120)
     assert "loss scaler: GradScaler: 17 skipped steps in the ring (last at batch 16)" in post, post
     assert "last event: scaler at record" in post, post

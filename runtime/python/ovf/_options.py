@@ -205,22 +205,14 @@ def from_environment(environ=None):
         opts["above"] = _env_float("OVF_ABOVE", env["OVF_ABOVE"])
     if env.get("OVF_BELOW", "").strip():
         opts["below"] = _env_float("OVF_BELOW", env["OVF_BELOW"])
-    if env.get("OVF_RING_CAPACITY", "").strip():
-        opts["ring_capacity"] = ring_capacity(
-            _env_int("OVF_RING_CAPACITY", env["OVF_RING_CAPACITY"]), "OVF_RING_CAPACITY"
-        )
-    if env.get("OVF_WAIT_TIMEOUT", "").strip():
-        opts["wait_timeout"] = seconds(
-            _env_float("OVF_WAIT_TIMEOUT", env["OVF_WAIT_TIMEOUT"]), "OVF_WAIT_TIMEOUT"
-        )
-    if env.get("OVF_SCALER_SKIPS", "").strip():
-        opts["scaler_skips"] = scaler_skips(
-            _env_int("OVF_SCALER_SKIPS", env["OVF_SCALER_SKIPS"]), "OVF_SCALER_SKIPS"
-        )
-    if env.get("OVF_SCALE_FLOOR", "").strip():
-        opts["scale_floor"] = scale_floor(
-            _env_float("OVF_SCALE_FLOOR", env["OVF_SCALE_FLOOR"]), "OVF_SCALE_FLOOR"
-        )
+    for name, option, parse, check in (
+        ("OVF_RING_CAPACITY", "ring_capacity", _env_int, ring_capacity),
+        ("OVF_WAIT_TIMEOUT", "wait_timeout", _env_float, seconds),
+        ("OVF_SCALER_SKIPS", "scaler_skips", _env_int, scaler_skips),
+        ("OVF_SCALE_FLOOR", "scale_floor", _env_float, scale_floor),
+    ):
+        if env.get(name, "").strip():
+            opts[option] = check(parse(name, env[name]), name)
     if "OVF_STOP" in env:
         opts["stop_mask"] = stop_mask(env["OVF_STOP"], "OVF_STOP")
     opts["observe"] = observe_bits(env.get("OVF_OBSERVE", ""), "OVF_OBSERVE")

@@ -1,13 +1,14 @@
 """GradScaler as ovf sees it: a loss scaler makes infinities on purpose.
 
-From the scaled loss's gradient to the end of that backward pass, and in
-unscale_(), ovf expects non-finite values: they are recorded as deliberate and
-stop nothing, and the first op (or module gradient) that produced one there is
-kept as the cause of the skip it leads to. update() hands the runtime every
-skipped step (the scale before and after, the first parameter whose gradient
-held the NaN/Inf, that cause) and every change of scale; the runtime stops when
-the scaler gives up (--scaler-skips, --scale-floor). step() counts as the
-user's training step even when it skips optimizer.step() (_steps.py).
+In scale() (the product may overflow), from the scaled loss's gradient to the
+end of that backward pass, and in unscale_(), ovf expects non-finite values:
+they are recorded as deliberate and stop nothing, and the first op (or module
+gradient) that produced one there is kept as the cause of the skip it leads to.
+update() hands the runtime every skipped step (the scale before and after, the
+first parameter whose gradient held the NaN/Inf, that cause) and every change of
+scale; the runtime stops when the scaler gives up (--scaler-skips,
+--scale-floor). step() counts as the user's training step even when it skips
+optimizer.step() (_steps.py).
 
 Healthy steps cost no host synchronisation: a skip is seen as an
 optimizer.step() that did not run, and the scale is read (.item()) only at a
@@ -83,7 +84,11 @@ def _scale(original):
     def scale(self, outputs):
         while _open_regions:  # a backward pass that ended in an error left its region open
             _leave()
-        scaled = original(self, outputs)
+        _enter()  # the product itself may overflow: a scale near float32's max, bf16's case
+        try:
+            scaled = original(self, outputs)
+        finally:
+            _leave()
         _arm(scaled)
         return scaled
 
