@@ -9,15 +9,8 @@ from .ring import BadSlot
 def updates(ring, newest=None):
     """The SCALER records still in the ring, oldest first (at most `newest` of the
     latest)."""
-    found = []
-    for seq in range(ring.end_seq - 1, ring.floor_seq - 1, -1):
-        r = ring.record(seq)
-        if isinstance(r, BadSlot) or r.kind != layout.KIND_SCALER:
-            continue
-        found.append(r)
-        if newest is not None and len(found) >= newest:
-            break
-    return found[::-1]
+    found = ring.records_of_kind(layout.KIND_SCALER)
+    return found[-newest:] if newest else found
 
 
 def update_text(ring, r):
@@ -46,14 +39,13 @@ def history(ring):
 
 
 def _first_of_run(ring, last):
+    """The run's first skip (skips_in_row counts down by one per update of the
+    run); `last` when the ring lost the others."""
     first = last
-    for seq in range(last.seq - 1, ring.floor_seq - 1, -1):
+    for r in reversed(updates(ring)):
         if first.skips_in_row <= 1:
             break
-        r = ring.record(seq)
-        if isinstance(r, BadSlot):
-            break
-        if r.kind == layout.KIND_SCALER and r.skips_in_row == first.skips_in_row - 1:
+        if r.seq < first.seq and r.skips_in_row == first.skips_in_row - 1:
             first = r
     return first
 

@@ -55,7 +55,7 @@ void deliver_pending_raise();
 // An internal failure disables ovf with one line, as in the hooks.
 void act_in_session(const std::function<Response()>& decide);
 
-// GradScaler.update() (_scaler.py): `optimizers` those it stepped or skipped.
+// GradScaler.update() (_scaler.py): `optimizers` those it skipped since the last.
 void scaler_update(const std::string& scaler_class, pybind11::handle optimizers, double before,
                    double after, bool skipped);
 

@@ -25,7 +25,6 @@ _installed = False
 _open_regions = 0  # scaled backward passes whose end has not come yet
 _stepped = weakref.WeakSet()  # optimizers whose step() ran inside GradScaler.step()
 _skipped = weakref.WeakKeyDictionary()  # scaler -> optimizers it skipped since update()
-_stepped_by = weakref.WeakKeyDictionary()  # scaler -> optimizers it stepped since update()
 _unread_updates = weakref.WeakKeyDictionary()  # scaler -> updates since its scale was read
 
 
@@ -114,10 +113,8 @@ def _step(original):
             return original(self, optimizer, *args, **kwargs)
         finally:
             _steps._in_scaler_step.discard(optimizer)
-            if self.is_enabled():
-                ran = optimizer in _stepped
-                bucket = _stepped_by if ran else _skipped
-                bucket.setdefault(self, []).append(optimizer)
+            if self.is_enabled() and optimizer not in _stepped:
+                _skipped.setdefault(self, []).append(optimizer)
             _steps.after_scaler_step(optimizer)
 
     return step
@@ -130,8 +127,7 @@ def _read_scale(scaler):
 
 def _update(original):
     def update(self, new_scale=None):
-        skipped = _skipped.pop(self, [])
-        stepped = _stepped_by.pop(self, [])
+        skipped = _skipped.pop(self, [])  # the optimizers whose gradients held the NaN/Inf
         if not self.is_enabled():
             return original(self, new_scale)
         unread = _unread_updates.get(self, 0) + 1
@@ -143,7 +139,7 @@ def _update(original):
         _unread_updates[self] = 0 if read else unread
         if before is None or after is None:
             before = after = 0.0  # not read: unchanged, no record
-        _ovf.scaler_update(type(self).__name__, skipped + stepped, before, after, bool(skipped))
+        _ovf.scaler_update(type(self).__name__, skipped, before, after, bool(skipped))
         return result
 
     return update
