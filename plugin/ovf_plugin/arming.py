@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 
 from ovf_ring import layout
 
+# The early warning's defaults, as the runtime's (_options.py EARLY_HORIZON, UPDATE_RATIO).
+EARLY_HORIZON = 4
+UPDATE_RATIO = 1.0
+
 
 @dataclass
 class Arming:
@@ -35,6 +39,13 @@ class Arming:
     )
     scaler_skips: int = 0  # break-on-nan --scaler-skips: a loss scaler gives up after N skips
     scale_floor: float = 1.0  # break-on-nan --scale-floor: or at a skip below this scale
+    early: bool = False  # break-on-nan --early: stop before the NaN (growth, huge updates)
+    early_horizon: int = (
+        EARLY_HORIZON  # --early-horizon: batches ahead a module's growth is followed
+    )
+    update_ratio: float = (
+        UPDATE_RATIO  # --update-ratio: an optimizer step's |dw|/|w| that stops (0: off)
+    )
     touched: set = field(default_factory=set)  # control fields a command has set
 
     # -------------------------------------------------------------- runtime side
@@ -57,6 +68,7 @@ class Arming:
             (layout.STOP_BACKWARD, self.backward),
             # a loss scaler that gives up found NaN/Inf gradients step after step
             (layout.STOP_SCALER, self.nan or self.inf),
+            (layout.STOP_EARLY, self.early),
         ):
             mask = mask | bit if on else mask & ~bit
         return mask
@@ -97,6 +109,8 @@ class Arming:
             "OVF_HEADROOM": self.headroom,
             "OVF_SCALER_SKIPS": str(self.scaler_skips) if self.scaler_skips else None,
             "OVF_SCALE_FLOOR": repr(self.scale_floor) if self.scale_floor != 1.0 else None,
+            "OVF_EARLY_HORIZON": str(self.early_horizon) if self.early else None,
+            "OVF_UPDATE_RATIO": repr(self.update_ratio) if self.early else None,
             "OVF_MODULE": self.runtime_glob() or None,
             "OVF_AFTER_BATCH": (
                 str(self.runtime_after_batch()) if self.runtime_after_batch() else None
@@ -138,6 +152,11 @@ class Arming:
             writes.append(("observe", self.observe()))
         if "scaler" in self.touched:
             writes += [("scaler_max_skips", self.scaler_skips), ("scale_floor", self.scale_floor)]
+        if "early" in self.touched:
+            writes += [
+                ("early_horizon", self.early_horizon if self.early else 0),
+                ("update_ratio_max", self.update_ratio if self.early else 0.0),
+            ]
         if "headroom" in self.touched:
             writes.append(
                 ("headroom_dtype", layout.HEADROOM_DTYPES[self.headroom][0] if self.headroom else 0)
@@ -177,6 +196,8 @@ class Arming:
             return self.backward and _matches(module, self.module) and batch >= self.after_batch
         if bit == layout.STOP_SCALER:
             return (self.nan or self.inf) and batch >= self.after_batch
+        if bit == layout.STOP_EARLY:
+            return self.early and batch >= self.after_batch
         return bit == layout.STOP_ABORT_AFTER
 
     def describe(self):
@@ -202,6 +223,17 @@ class Arming:
                 "stop when a loss scaler gives up: " + " or ".join(gives_up)
                 if gives_up
                 else "a loss scaler that gives up does not stop (--scale-floor 0)"
+            )
+        if self.early:
+            lines.append(
+                f"stop early: a module's output that passes its dtype's largest value within "
+                f"{self.early_horizon} batches at its growth"
+                + (
+                    f", an optimizer step that moves the weights by more than "
+                    f"{self.update_ratio:g}x their size"
+                    if self.update_ratio
+                    else ""
+                )
             )
         if self.above is not None:
             of_max = ""

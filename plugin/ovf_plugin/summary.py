@@ -2,7 +2,7 @@
 
 import os
 
-from ovf_ring import compiled, device, layout, scaler, snapshot
+from ovf_ring import compiled, device, early, layout, scaler, snapshot
 from ovf_ring.errors import OvfError
 from ovf_ring.event import bit_name
 from ovf_ring.frames import previous_frame, walk_back
@@ -18,6 +18,8 @@ def title(ring, event):
     h = ring.header
     if event.scaler is not None:
         return f"{ring.text(event.scaler.name_id)} gave up at batch {event.batch}"
+    if event.warning is not None:
+        return f"early warning at batch {event.batch}, before any inf/nan"
     if bits & (layout.STOP_NAN | layout.STOP_INF | layout.STOP_BACKWARD):
         line = event.op or (event.offending[0][1] if event.offending else None)
         kinds = (
@@ -191,6 +193,8 @@ def stop_summary(ring, event, chosen=None):
     out = [f"ovf: {rank + ': ' if rank else ''}{title(ring, event)}"]
     if event.scaler is not None:
         out += [f"     {line}" for line in scaler.stop_lines(ring, event.scaler)]
+    if event.warning is not None:
+        out.append(f"     {early.text(ring, event.warning)}")
     shown = []  # the frames listed below
     culprit = chosen or (event.offending[0] if event.offending else None)
     where = _program_line(ring, event)

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, field
 
-from . import layout, scaler
+from . import early, layout, scaler
 from .frames import frame_at
 from .ring import BadSlot
 
@@ -15,6 +15,7 @@ class Event:
     checkpoint: object = None  # layout.Record, for detect_overflow events
     op: object = None  # layout.Record, for op events (the op observer)
     scaler: object = None  # layout.Record, for a loss scaler that gave up (SCALER)
+    warning: object = None  # layout.Record, for an early warning (WARNING)
     offending: list = field(default_factory=list)  # [(bit, line)] that caused it
 
     @property
@@ -23,6 +24,8 @@ class Event:
             return self.frame.header
         if self.scaler is not None:
             return self.scaler
+        if self.warning is not None:
+            return self.warning
         return self.checkpoint if self.checkpoint is not None else self.op
 
     def module_id(self):
@@ -53,6 +56,9 @@ def event_at(ring, seq, bits):
         lines = [r]
     elif r.kind == layout.KIND_SCALER:
         event.scaler = r
+        lines = []
+    elif r.kind == layout.KIND_WARNING:
+        event.warning = r
         lines = []
     elif r.kind in (layout.KIND_OP_OUTPUT, layout.KIND_GRAD, layout.KIND_BUFFER):
         event.op = r  # a gradient record names its module the way an op record does
@@ -134,6 +140,8 @@ def describe_seq(ring, seq):
         return f"record {seq}, batch {r.batch}, detect_overflow '{ring.text(r.name_id)}'"
     if r.kind == layout.KIND_SCALER:
         return f"record {seq}, batch {r.batch}, {scaler.update_text(ring, r)}"
+    if r.kind == layout.KIND_WARNING:
+        return f"record {seq}, batch {r.batch}, early warning: {early.text(ring, r)}"
     if r.kind == layout.KIND_FRAME:
         return f"record {seq}, batch {r.batch}, {ring.text(r.name_id)} ({ring.text(r.label_id)})"
     frame = ring.record(r.frame_seq)

@@ -94,8 +94,12 @@ def walk_back(ring, count, end_seq=None, keep=None, ops_as_frames=False):
             layout.KIND_STEP,
             layout.KIND_STEP_PARAM,
             layout.KIND_GRAD,
+            layout.KIND_SCALER,
+            layout.KIND_WARNING,
         ):
-            continue  # not the reference's frames: detect_overflow, optimizer steps, gradients
+            # not the reference's frames: detect_overflow, optimizer steps, gradients, a loss
+            # scaler's updates, early warnings
+            continue
         if r.kind in (layout.KIND_OP_OUTPUT, layout.KIND_BUFFER) and not ops_as_frames:
             if lines:
                 walk.inconsistent.append(r.seq)  # an op inside a frame's lines

@@ -1,4 +1,4 @@
-"""The ring's bytes, as runtime/include/ovf/ring.h lays them out (layout versions 1 to 4).
+"""The ring's bytes, as runtime/include/ovf/ring.h lays them out (layout versions 1 to 5).
 
 Versions: fields never move; additions go into reserved space and bump the
 version; a reader reads every version it knows and names a newer one as such.
@@ -10,7 +10,9 @@ version 3 adds the header's device fields (168-183: device_mode, device_backends
 pending_frames, last_event_late), zero in earlier versions; version 4 adds the
 record's loss-scaler fields (144-171: scale_before, scale_after, cause_seq,
 skips_in_row), the SCALER kind, the EXPECTED flag, the SCALER stop bit and the
-control block's scaler_max_skips (576) and scale_floor (584).
+control block's scaler_max_skips (576) and scale_floor (584); version 5 adds the
+WARNING kind (an early warning, in the same record fields), the EARLY stop bit and
+the control block's early_horizon (580) and update_ratio_max (592).
 
 Every field is listed with its offset and struct code, so that one table drives
 decoding, control-block writes and the test that compiles ring.h and compares
@@ -23,10 +25,10 @@ from collections import namedtuple
 
 MAGIC = 0x474E49522D46564F  # "OVF-RING" as a little-endian u64
 MAGIC_BYTES = struct.pack("<Q", MAGIC)
-LAYOUT_VERSION = 4
+LAYOUT_VERSION = 5
 HEADER_SIZE = 1024
 RECORD_SIZE = 192
-RECORD_SIZES = {1: 128, 2: 192, 3: 192, 4: 192}  # every layout version this reader knows
+RECORD_SIZES = {1: 128, 2: 192, 3: 192, 4: 192, 5: 192}  # every layout version this reader knows
 CONTROL_OFFSET = 256
 CONTROL_SIZE = 640
 NO_SEQ = 0xFFFFFFFFFFFFFFFF
@@ -41,6 +43,7 @@ KIND_OP_OUTPUT, KIND_CHECKPOINT, KIND_BATCH_START, KIND_NONE, KIND_NOT_TENSOR = 
 KIND_STEP, KIND_STEP_PARAM = 11, 12  # optimizer.step() and its non-finite parameters
 KIND_BUFFER = 13  # a module's buffer its forward turned non-finite (layout 2)
 KIND_SCALER = 14  # a loss scaler's update that skipped the step or changed the scale (layout 4)
+KIND_WARNING = 15  # an early warning: a module's growth, or an optimizer step's size (layout 5)
 KIND_NAMES = (
     "empty",
     "frame",
@@ -57,6 +60,7 @@ KIND_NAMES = (
     "step-param",
     "buffer",
     "scaler",
+    "warning",
 )
 LINE_KINDS = frozenset(
     {
@@ -135,6 +139,7 @@ STOP_ABORT_AFTER = 1 << 5
 STOP_PRODUCER_ONLY = 1 << 6  # modifier: NaN/Inf events only where produced (or first seen)
 STOP_BACKWARD = 1 << 7
 STOP_SCALER = 1 << 8  # a loss scaler gave up: skips in a row, or its scale below the floor
+STOP_EARLY = 1 << 9  # an early warning: growth toward the dtype's limit, or a huge update (5)
 STOP_NAMES = (
     ("nan", STOP_NAN),
     ("inf", STOP_INF),
@@ -145,6 +150,7 @@ STOP_NAMES = (
     ("producer_only", STOP_PRODUCER_ONLY),
     ("backward", STOP_BACKWARD),
     ("scaler", STOP_SCALER),
+    ("early", STOP_EARLY),
 )
 
 # Headroom targets (enum ovf_dtype values): name -> (dtype, largest finite, smallest normal)
@@ -251,7 +257,9 @@ CONTROL_FIELDS = (
     ("observe", 568, "I"),
     ("headroom_dtype", 572, "I"),
     ("scaler_max_skips", 576, "I"),  # layout 4
+    ("early_horizon", 580, "I"),  # layout 5
     ("scale_floor", 584, "d"),
+    ("update_ratio_max", 592, "d"),  # layout 5
 )
 
 HEADER_FIELDS = (

@@ -5,7 +5,7 @@ import fnmatch
 import math
 from dataclasses import dataclass
 
-from . import compiled, layout, scaler
+from . import compiled, early, layout, scaler
 from .frames import walk_back
 from .report import format_listing, is_bookkeeping
 
@@ -61,6 +61,9 @@ def text(ring, sel):
         f"ovf: batch {r.batch}: {scaler.update_text(ring, r)}"
         for r in scaler.updates(ring, newest=SCALER_UPDATES_SHOWN)
     ]
+    warned = early.warning(ring)
+    if warned is not None:
+        notes.append(early.line(ring, warned))
     if walk.stopped_by is not None:
         notes.append(f"ovf: {walk.stopped_by.describe()}; older frames are not shown")
     elif len(walk.frames) < count and ring.floor_seq > 0:

@@ -12,7 +12,7 @@ the order is as good as the agreement of their clocks.
 import datetime
 from dataclasses import dataclass, field
 
-from . import compiled, device, layout, listing, scaler
+from . import compiled, device, early, layout, listing, scaler
 from .core_target import CoreTarget
 from .errors import OvfError
 from .event import describe_seq
@@ -96,6 +96,7 @@ def summary(core, ring_notes=False):
     if core.first is not None:
         first += f", at {_clock(core.first.timestamp_ns)}"
     scaled = scaler.history(core.ring)
+    warned = early.warning(core.ring)
     event = core.ring.record(h.last_event_seq) if h.last_event_kind & layout.STOP_SCALER else None
     gave_up = (
         [] if event is None or isinstance(event, BadSlot) else scaler.stop_lines(core.ring, event)
@@ -104,6 +105,7 @@ def summary(core, ring_notes=False):
         f"{core.path}: {process_text(h)}, batch {h.batch}, {h.frames_written} frames",
         f"first non-finite: {first}",
         *([f"loss scaler: {scaled}"] if scaled else []),
+        *([early.line(core.ring, warned).removeprefix("ovf: ")] if warned is not None else []),
         *(f"{'  ' if i else 'loss scaler gave up: '}{line}" for i, line in enumerate(gave_up)),
         *device.status_lines(h),
         *core.notes,

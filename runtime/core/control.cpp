@@ -4,15 +4,16 @@
 
 namespace ovf {
 
-const NamedBit kStopBitNames[9] = {{"nan", OVF_STOP_NAN},
-                                   {"inf", OVF_STOP_INF},
-                                   {"above", OVF_STOP_ABOVE},
-                                   {"below", OVF_STOP_BELOW},
-                                   {"traced", OVF_STOP_TRACED},
-                                   {"abort_after", OVF_STOP_ABORT_AFTER},
-                                   {"producer_only", OVF_STOP_PRODUCER_ONLY},
-                                   {"backward", OVF_STOP_BACKWARD},
-                                   {"scaler", OVF_STOP_SCALER}};
+const NamedBit kStopBitNames[10] = {{"nan", OVF_STOP_NAN},
+                                    {"inf", OVF_STOP_INF},
+                                    {"above", OVF_STOP_ABOVE},
+                                    {"below", OVF_STOP_BELOW},
+                                    {"traced", OVF_STOP_TRACED},
+                                    {"abort_after", OVF_STOP_ABORT_AFTER},
+                                    {"producer_only", OVF_STOP_PRODUCER_ONLY},
+                                    {"backward", OVF_STOP_BACKWARD},
+                                    {"scaler", OVF_STOP_SCALER},
+                                    {"early", OVF_STOP_EARLY}};
 
 const NamedBit kObserveBitNames[3] = {{"ops", OVF_OBSERVE_OPS},
                                       {"backward", OVF_OBSERVE_BACKWARD},
@@ -68,7 +69,7 @@ std::string parse_bit_names(const std::string& text, const char* where, const Na
   return "";
 }
 
-template std::string parse_bit_names(const std::string&, const char*, const NamedBit (&)[9],
+template std::string parse_bit_names(const std::string&, const char*, const NamedBit (&)[10],
                                      uint32_t*);
 template std::string parse_bit_names(const std::string&, const char*, const NamedBit (&)[3],
                                      uint32_t*);

@@ -23,7 +23,7 @@ struct NamedBit {
 };
 
 // enum ovf_stop_bits and enum ovf_observe_bits by name, in the contract's order.
-extern const NamedBit kStopBitNames[9];
+extern const NamedBit kStopBitNames[10];
 extern const NamedBit kObserveBitNames[3];
 
 // enum ovf_on_event by name ("raise", ..., "continue"); "unknown" out of range.

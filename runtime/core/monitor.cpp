@@ -62,6 +62,8 @@ std::string Monitor::start_session(const SessionOptions& o) {
   // A loss scale below 1 shrinks the loss: only a scaler whose every step for
   // log2(initial scale) steps overflowed gets there (its gradients are NaN).
   c.scale_floor = 1.0;
+  c.early_horizon = 0;  // early warnings are asked for (--early)
+  c.update_ratio_max = 0;
   c.above = __builtin_inf();
   c.below = 0;
   c.after_batch = 0;
@@ -89,6 +91,7 @@ std::string Monitor::start_session(const SessionOptions& o) {
   {
     std::lock_guard<std::recursive_mutex> lock(deferred_mutex_);
     deferred_.clear();  // an earlier session's frames are its own (stop_session flushed them)
+    growth_.clear();
     deferred_count_.store(0, std::memory_order_release);
     boundaries_ = 0;
   }
@@ -114,6 +117,7 @@ std::string Monitor::start_session(const SessionOptions& o) {
     skips_in_row_ = 0;
   }
   expected_cause_seq_.store(OVF_NO_SEQ);
+  warned_early_.store(false);
   active_ = true;
   return "";
 }
@@ -313,73 +317,6 @@ uint32_t Monitor::detect(const Committed& span, const ovf_record* records, uint3
   return events;
 }
 
-// ---------------------------------------------------------------- the response step
-
-std::string Monitor::report_text(uint64_t end, uint64_t batch) {
-  return format_event_report(batch, report_floor_, end, ovf_state.max_frames_to_save,
-                             session_start_);
-}
-
-Response Monitor::respond(uint32_t events, uint64_t end, uint64_t batch, bool can_raise) {
-  Response out;
-  out.events = events;
-  const uint32_t on_event = effective_on_event();
-  // Thresholds and traced frames are debugger stops; without one they only
-  // mark the ring. Only NaN/Inf act on their own, as in the reference, and a
-  // loss scaler that gave up (its gradients were NaN/Inf step after step).
-  if (on_event == OVF_ON_EVENT_CONTINUE ||
-      !(events & (OVF_STOP_NAN | OVF_STOP_INF | OVF_STOP_BACKWARD | OVF_STOP_SCALER))) {
-    return out;
-  }
-  std::lock_guard<std::mutex> lock(response_mutex_);
-  answered_ = true;
-  switch (on_event) {
-    case OVF_ON_EVENT_WARN:
-      if (!acted_once_) out.text = report_text(end, batch);
-      acted_once_ = true;
-      break;
-    case OVF_ON_EVENT_ABORT:
-      out.text = report_text(end, batch);
-      out.action = Action::kAbort;
-      out.message = abort_message();
-      break;
-    case OVF_ON_EVENT_WAIT:
-      // Wait at the first event only: once released, every later frame carries
-      // the same NaN onward and would stop again.
-      if (!acted_once_) {
-        // A release counts for the event waited on only, not one made before.
-        *const_cast<volatile uint32_t*>(&ovf_state.control.wait_released) = 0;
-        out.text = report_text(end, batch) + attach_instructions(getpid());
-        out.action = Action::kWait;
-      }
-      acted_once_ = true;
-      break;
-    default:  // raise
-      if (can_raise) {
-        out.text = report_text(end, batch);
-        out.action = Action::kRaise;
-        out.message = kOverflowMessage;
-      } else if (!raise_decided_) {
-        // Once per forward: the backward pass goes on making non-finite
-        // values after the first while the error is on its way.
-        out.text = report_text(end, batch);
-        raise_pending_ = raise_decided_ = true;
-        raise_batch_ = batch;
-      }
-      break;
-  }
-  report_floor_ = end;
-  return out;
-}
-
-bool Monitor::take_pending_raise(uint64_t* batch) {
-  std::lock_guard<std::mutex> lock(response_mutex_);
-  if (!raise_pending_) return false;
-  raise_pending_ = false;
-  *batch = raise_batch_;
-  return true;
-}
-
 uint64_t Monitor::end_batch() {
   {
     std::lock_guard<std::mutex> lock(response_mutex_);
@@ -427,10 +364,6 @@ uint32_t Monitor::commit_line(ovf_record& r, uint64_t batch, bool late) {
                                 {batch == kBatchNow ? record_batch() : batch, raw,
                                  (r.flags & OVF_FLAG_PRODUCER) != 0, r.context_id, late});
   return done.events;
-}
-
-Response Monitor::respond_to_op(const ovf_record& r, uint32_t events) {
-  return respond(events, r.seq + 1, r.batch, /*can_raise=*/false);
 }
 
 bool Monitor::checkpoint(ovf_record line, const std::string& ctx, std::string* text) {

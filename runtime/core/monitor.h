@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "frame_builder.h"
+#include "growth_watch.h"
 #include "ovf/ring.h"
 #include "response.h"
 #include "step_clock.h"
@@ -72,6 +73,19 @@ class Monitor {
     bool skipped = false;
   };
   Response scaler_update(const ScalerUpdate& update, bool can_raise);
+
+  // Early warnings (monitor_early.cpp): a module whose output grows toward its
+  // dtype's limit (control.early_horizon; judged with each frame), and an
+  // optimizer step whose update-to-weight ratio passes control.update_ratio_max.
+  // The first of a session is a WARNING record and an OVF_STOP_EARLY event; the
+  // run heads one way from there, so later ones are not recorded.
+  struct UpdateRatio {
+    uint32_t class_id = OVF_NO_ID;      // the optimizer's class
+    uint32_t parameter_id = OVF_NO_ID;  // the parameter with the largest update
+    double ratio = 0;                   // |dw| / |w| over the step's parameters
+    double parameter_ratio = 0;         // that parameter's own
+  };
+  Response update_ratio(const UpdateRatio& update, bool can_raise);
 
   // A module forward's frame: appended, the batch counter advanced after the
   // root module's frame, events decided as the reference does. The response
@@ -198,6 +212,11 @@ class Monitor {
   // Publishes deferred_'s size and how many of its frames wait for statistics.
   void count_pending();
 
+  // A judged frame's outputs, followed for the early warning (monitor_early.cpp).
+  Response watch_growth(const std::vector<ovf_record>& records, uint64_t batch, bool can_raise);
+  // The session's first early warning: committed, answered. Later ones: nothing.
+  Response warn_early(ovf_record& warning, uint64_t batch, uint32_t module_id, bool can_raise);
+
   // The one response step: `end` bounds the report, `batch` is the event's
   // (the report's batch_number).
   Response respond(uint32_t events, uint64_t end, uint64_t batch, bool can_raise);
@@ -224,6 +243,8 @@ class Monitor {
   std::atomic<int> expected_depth_{0};
   std::atomic<uint64_t> expected_cause_seq_{OVF_NO_SEQ};  // see scaler_update
   uint32_t skips_in_row_ = 0;                             // under response_mutex_
+  GrowthWatch growth_;                                    // under deferred_mutex_
+  std::atomic<bool> warned_early_{false};                 // this session's early warning came
   std::atomic<EventFilter> event_filter_{nullptr};
   std::atomic<size_t> deferred_count_{0};  // deferred_.size(), read without the lock by polls
   uint32_t pending_detection_ = 0;  // the reference's sticky detected_overflow (NAN/INF bits)

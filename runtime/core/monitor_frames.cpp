@@ -120,6 +120,8 @@ Response Monitor::answer_frame(const std::vector<ovf_record>& records, const Fra
     out.message = event.message;
     out.events = done.events;
   }
+  // Followed only while nothing acted: after a raise the frames were not meant to run.
+  if (out.action == Action::kNone) merge(out, watch_growth(records, context.batch, can_raise));
   return out;
 }
 

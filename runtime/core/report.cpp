@@ -47,9 +47,9 @@ std::string format_8_2e(double x) {
   return buf;
 }
 
-std::string format_g(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", x);
+std::string format_g(double x, int digits) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, x);
   return buf;
 }
 
@@ -159,6 +159,23 @@ std::string format_frames(const std::vector<const ovf_record*>& records) {
   return out;
 }
 
+namespace {
+
+bool belongs_to_frames(uint8_t kind) {
+  switch (kind) {
+    case OVF_KIND_FRAME:
+    case OVF_KIND_WEIGHT:
+    case OVF_KIND_INPUT:
+    case OVF_KIND_OUTPUT:
+    case OVF_KIND_BATCH_START:
+    case OVF_KIND_NONE:
+    case OVF_KIND_NOT_TENSOR: return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
 std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq,
                                            uint32_t max_frames, uint32_t* frames_found) {
   std::vector<const ovf_record*> newest_first;
@@ -167,13 +184,10 @@ std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq,
     --seq;
     const ovf_record* r = find_record(seq);
     if (r == nullptr) break;  // overwritten: the ring holds nothing older
-    // detect_overflow checkpoints, op records and optimizer steps are not the
-    // reference's frames.
-    if (r->kind == OVF_KIND_CHECKPOINT || r->kind == OVF_KIND_OP_OUTPUT ||
-        r->kind == OVF_KIND_STEP || r->kind == OVF_KIND_STEP_PARAM || r->kind == OVF_KIND_GRAD ||
-        r->kind == OVF_KIND_BUFFER) {
-      continue;
-    }
+    // Only frames, their lines and batch markers are the reference's frames:
+    // not checkpoints, ops, optimizer steps, gradients, buffers, a loss
+    // scaler's updates or early warnings.
+    if (!belongs_to_frames(r->kind)) continue;
     if (frames == max_frames) {
       // Past the oldest kept frame only its batch markers still belong to it.
       if (r->kind != OVF_KIND_BATCH_START) break;
@@ -274,8 +288,10 @@ std::string describe_nonfinite(const ovf_record* first, const std::string& what)
 namespace {
 
 std::string detection_text(uint64_t batch_number, const std::vector<const ovf_record*>& records,
-                           uint32_t frames) {
-  std::string out = "\nDetected inf/nan during batch_number=" + std::to_string(batch_number) + "\n";
+                           uint32_t frames, bool early = false) {
+  std::string out = (early ? "\novf: early warning during batch_number="
+                           : "\nDetected inf/nan during batch_number=") +
+                    std::to_string(batch_number) + "\n";
   out += "Last " + std::to_string(frames) + " forward frames:\n";
   out += std::string(kColumnHeader) + "\n";
   out += format_frames(records) + "\n";
@@ -359,13 +375,16 @@ std::string format_event_report(uint64_t batch_number, uint64_t floor, uint64_t 
                                 uint32_t max_frames, uint64_t session_start) {
   uint32_t frames = 0;
   const auto records = last_frames(floor, end, max_frames, &frames);
-  std::string text = detection_text(batch_number, records, frames) + compiled_note(records, frames);
+  const ovf_record* event = find_record(end - 1);
+  const bool early = event != nullptr && event->kind == OVF_KIND_WARNING;
+  std::string text =
+      detection_text(batch_number, records, frames, early) + compiled_note(records, frames);
   const auto ops = last_ops(floor, end, max_frames);
   if (!ops.empty()) {
     text += "Last " + std::to_string(ops.size()) + " ops and buffers:\n" + kColumnHeader + "\n";
     for (const ovf_record* r : ops) text += format_op(*r) + "\n";
   }
-  const ovf_record* event = find_record(end - 1);
+  if (early) return text + describe_early_warning(*event);
   if (event != nullptr && event->kind == OVF_KIND_SCALER)
     return text + describe_scaler_stop(*event);
   return text + describe_first_nonfinite() + describe_scaler_history(session_start, end);

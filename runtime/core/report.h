@@ -14,8 +14,9 @@ namespace ovf {
 // Python's format(x, "8.2e"): "nan" never "-nan", "inf", "-inf".
 std::string format_8_2e(double x);
 
-// printf's "%g" (Python's format(x, "g") for finite x): 65536, 0.5, 1.5e+20.
-std::string format_g(double x);
+// printf's "%g" (Python's format(x, "g") for finite x): 65536, 0.5, 1.5e+20;
+// `digits` significant digits ("%.3g": 3.4e+38).
+std::string format_g(double x, int digits = 6);
 
 // The two values the reference prints for a tensor line: torch's abs().min()
 // and abs().max(), which propagate NaN and include infinities.
@@ -62,6 +63,11 @@ std::string describe_scaler_stop(const ovf_record& update);
 // "ovf: GradScaler had skipped 9 steps (the last at batch 8); its scale is 131072\n"
 // for an event's report where the ring holds a loss scaler's records in [start, end); "" else.
 std::string describe_scaler_history(uint64_t start, uint64_t end);
+
+// An early warning (a WARNING record) in one line ending in "\n": the module
+// whose output grows toward its dtype's limit and when it passes it, or the
+// optimizer step whose update was too large for its weights (report_early.cpp).
+std::string describe_early_warning(const ovf_record& warning);
 
 // How a carried first non-finite value reached its op: " by the gradient of
 // fc.weight: it was made in the backward pass, which ovf did not watch (...)"

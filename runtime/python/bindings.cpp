@@ -87,6 +87,10 @@ void set_control(py::kwargs fields) {
       c.scaler_max_skips = v.cast<uint32_t>();
     else if (key == "scale_floor")
       c.scale_floor = v.cast<double>();
+    else if (key == "early_horizon")
+      c.early_horizon = v.cast<uint32_t>();
+    else if (key == "update_ratio_max")
+      c.update_ratio_max = v.cast<double>();
     else if (key == "module_glob") {
       const std::string error = ovf::write_module_glob(v.cast<std::string>());
       if (!error.empty()) throw py::value_error(error);
@@ -112,6 +116,8 @@ py::dict control() {
   d["headroom_dtype"] = c.headroom_dtype;
   d["scaler_max_skips"] = c.scaler_max_skips;
   d["scale_floor"] = c.scale_floor;
+  d["early_horizon"] = c.early_horizon;
+  d["update_ratio_max"] = c.update_ratio_max;
   return d;
 }
 
@@ -244,6 +250,9 @@ PYBIND11_MODULE(_ovf, m) {
   m.def("scaler_update", &ovf::scaler_update, py::arg("scaler_class"), py::arg("optimizers"),
         py::arg("scale_before"), py::arg("scale_after"), py::arg("skipped"),
         "GradScaler.update(): records a skipped step or a change of scale.");
+  m.def("update_ratio", &ovf::update_ratio, py::arg("optimizer_class"), py::arg("parameter"),
+        py::arg("index"), py::arg("ratio"), py::arg("parameter_ratio"),
+        "optimizer.step(): its update-to-weight ratio, for the early warning (--early).");
   m.def("sync_op_observer", &ovf::sync_op_observer,
         "Arms or disarms the op observer per control.observe.");
 

@@ -15,6 +15,7 @@
 #include "op_observer.h"
 #include "optimizer_check.h"
 #include "parameters.h"
+#include "py_response.h"
 #include "py_snapshot.h"
 #include "py_values.h"
 #include "ring_writer.h"
@@ -40,113 +41,6 @@ std::unordered_map<PyObject*, ModuleEntry>& modules() {
 PyObject* g_root = nullptr;
 // Python-side callback for a module called that ovf has not named yet (auto mode).
 py::object* g_discover = nullptr;
-// NonFiniteError: a bare instance carries the reference's message (raised asynchronously
-// after an op, by class).
-py::object* g_nonfinite_error = nullptr;
-
-// Flushed at once: a report is rare, and the process may end right after it without
-// flushing (a DataLoader worker whose error ends it: its report was lost in the pipe).
-void write_stdout(const std::string& text) {
-  if (text.empty()) return;
-  py::object out = py::module_::import("sys").attr("stdout");
-  out.attr("write")(text);
-  out.attr("flush")();
-}
-
-void flush_stdio() {
-  auto sys = py::module_::import("sys");
-  for (const char* stream : {"stdout", "stderr"}) {
-    try {
-      sys.attr(stream).attr("flush")();
-    } catch (const py::error_already_set&) {
-    }
-  }
-}
-
-double g_wait_timeout_s = 0;  // wait mode: how long to wait for a debugger (0: until one comes)
-
-// Wait mode: until a debugger releases the process, Ctrl-C (its
-// KeyboardInterrupt is then set), or the timeout, which says so and goes on.
-WaitEnd wait_in_python() {
-  flush_stdio();
-  const WaitEnd end = wait_for_release([] { return PyErr_CheckSignals() != 0; }, g_wait_timeout_s);
-  if (end == WaitEnd::kTimedOut) {
-    write_stdout("ovf: no debugger released the process within " +
-                 py::str(py::float_(g_wait_timeout_s)).cast<std::string>() +
-                 " s (--wait-timeout); training goes on\n");
-  }
-  return end;
-}
-
-// Prints the response's text, then does what it says. Raising is the only way
-// ovf's own decisions leave this function as an exception.
-void act(const Response& out) {
-  write_stdout(out.text);
-  switch (out.action) {
-    case Action::kNone: return;
-    case Action::kRaise:
-      PyErr_SetString(out.events & (OVF_STOP_NAN | OVF_STOP_INF | OVF_STOP_SCALER)
-                          ? g_nonfinite_error->ptr()
-                          : PyExc_ValueError,
-                      out.message.c_str());
-      throw py::error_already_set();
-    case Action::kAbort: flush_stdio(); abort_now(out.message);
-    case Action::kWait:
-      // Ctrl-C ends the wait as a KeyboardInterrupt where the model runs.
-      if (wait_in_python() == WaitEnd::kInterrupted) throw py::error_already_set();
-      return;
-  }
-}
-
-// A raise decided at an op, not delivered there: raised by the next hook.
-void raise_pending() {
-  uint64_t batch = 0;
-  if (!Monitor::instance().take_pending_raise(&batch)) return;
-  PyErr_SetString(g_nonfinite_error->ptr(), kOverflowMessage);
-  throw py::error_already_set();
-}
-
-// Raises `type` in this thread as soon as it runs Python code again (the op
-// returns to the line that called it). Only a thread that runs Python can.
-bool raise_asynchronously(PyObject* type) {
-  return PyThreadState_SetAsyncExc(PyThread_get_thread_ident(), type) == 1;
-}
-
-// The op observer's handler in Python programs: the core's response, carried
-// out at the op, which runs with the GIL released more often than not. An op
-// cannot throw: a raise reaches the program as an asynchronous exception of
-// NonFiniteError (a bare one carries the reference's message) right after the op,
-// or at the next hook on a thread that runs no Python.
-// Set while the session's end judges what waited (flush_device_frames): a
-// raise decided there stays pending, for the exit status, not raised into
-// the exit handler.
-bool g_flushing = false;
-
-void on_op_event(const ovf_record& record, uint32_t events) {
-  const bool python_thread = PyGILState_GetThisThreadState() != nullptr;
-  py::gil_scoped_acquire gil;
-  try {
-    const Response response = Monitor::instance().respond_to_op(record, events);
-    write_stdout(response.text);
-    if (response.action == Action::kAbort) {
-      flush_stdio();
-      abort_now(response.message);
-    }
-    if (response.action == Action::kWait && wait_in_python() == WaitEnd::kInterrupted) {
-      PyErr_Clear();
-      if (python_thread) raise_asynchronously(PyExc_KeyboardInterrupt);
-    }
-    uint64_t batch = 0;
-    if (python_thread && !g_flushing && Monitor::instance().take_pending_raise(&batch) &&
-        !raise_asynchronously(g_nonfinite_error->ptr())) {
-      PyErr_SetString(PyExc_RuntimeError, "ovf: the raise could not be delivered");
-      throw py::error_already_set();
-    }
-  } catch (const py::error_already_set& e) {
-    PyErr_Clear();  // printing failed (a closed stdout): the event stays in the ring
-  }
-}
-
 // Fast device mode: ops and frames whose statistics arrived since are judged
 // first (their events may raise here, in a later hook); the ops first, as
 // they ran before the frame that returns their values.
@@ -259,7 +153,7 @@ void guarded(Body&& body) {
   try {
     body();
   } catch (const py::error_already_set& e) {
-    if (e.matches(g_nonfinite_error->ptr()) || e.matches(PyExc_ValueError) ||
+    if (e.matches(nonfinite_error_class()) || e.matches(PyExc_ValueError) ||
         e.matches(PyExc_KeyboardInterrupt) || e.matches(PyExc_SystemExit)) {
       throw;
     }
@@ -311,10 +205,11 @@ void check_optimizer(py::handle optimizer) {
 
 }  // namespace
 
-void set_python_callbacks(py::object discover, py::object nonfinite_error) {
+void set_python_callbacks(py::object discover, py::object nonfinite_error,
+                          py::object early_warning_error) {
   // They live for the process, like the hooks.
   g_discover = discover.is_none() ? nullptr : new py::object(discover);
-  g_nonfinite_error = new py::object(nonfinite_error);
+  set_error_classes(nonfinite_error, early_warning_error);
   set_op_event_handler(&on_op_event);
   install_python_snapshot();
 }
@@ -385,8 +280,6 @@ void flush_op_groups_unlocked() {
   flush_op_groups();
 }
 
-void set_wait_timeout(double seconds) { g_wait_timeout_s = seconds > 0 ? seconds : 0; }
-
 bool is_watched(py::handle module) { return modules().count(module.ptr()) > 0; }
 
 void clear_modules() {
@@ -428,8 +321,8 @@ int flush_device_frames() {
     try {
       {
         struct Flushing {  // reset however the flush ends (Ctrl-C in a wait)
-          Flushing() { g_flushing = true; }
-          ~Flushing() { g_flushing = false; }
+          Flushing() { set_flushing(true); }
+          ~Flushing() { set_flushing(false); }
         } flushing;
         flush_op_groups_unlocked();
       }

@@ -14,10 +14,11 @@
 namespace ovf {
 
 // The Python objects the driver calls back: auto mode's discover(module) (None:
-// explicit mode) and the exception class NonFiniteError (raised asynchronously
-// after an op by class: its bare instance carries the reference's message). Also
-// makes the driver act on op events.
-void set_python_callbacks(pybind11::object discover, pybind11::object nonfinite_error);
+// explicit mode), the exception class NonFiniteError (raised asynchronously
+// after an op by class: its bare instance carries the reference's message) and
+// EarlyWarningError (--early). Also makes the driver act on op events.
+void set_python_callbacks(pybind11::object discover, pybind11::object nonfinite_error,
+                          pybind11::object early_warning_error);
 
 // Module hooks (global in auto mode, per module in explicit mode), registered
 // with_kwargs=True: keyword inputs are recorded too.
@@ -54,6 +55,11 @@ void deliver_pending_raise();
 // disabled it) and does what its response says: print, raise, abort, wait.
 // An internal failure disables ovf with one line, as in the hooks.
 void act_in_session(const std::function<Response()>& decide);
+
+// optimizer.step() as _early.py measured it: |dw|/|w| over the step's parameters,
+// and the parameter that changed most (number `index` in param_groups order).
+void update_ratio(const std::string& optimizer_class, pybind11::handle parameter, size_t index,
+                  double ratio, double parameter_ratio);
 
 // GradScaler.update() (_scaler.py): `optimizers` those it skipped since the last.
 void scaler_update(const std::string& scaler_class, pybind11::handle optimizers, double before,

@@ -71,7 +71,9 @@ int main() {
   F(ovf_control, observe);
   F(ovf_control, headroom_dtype);
   F(ovf_control, scaler_max_skips);
+  F(ovf_control, early_horizon);
   F(ovf_control, scale_floor);
+  F(ovf_control, update_ratio_max);
   first = true;
   std::printf("], \"header\": [");
   F(ovf_state_t, magic);

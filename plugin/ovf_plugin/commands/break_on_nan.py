@@ -7,6 +7,9 @@ the runtime's control block. The breakpoint is an ordinary one: `info
 breakpoints`, `delete`, `disable`, `ignore` and `commands` work on it.
 """
 
+from ovf_ring.errors import OvfError
+
+from .. import arming
 from ..condition import FIELDS, Condition
 from . import types
 
@@ -74,6 +77,29 @@ def add_arguments(p):
         ),
     )
     p.add_argument(
+        "--early",
+        action="store_true",
+        help=(
+            "also stop before the first NaN/Inf: when a module's output grows fast enough to "
+            "pass its dtype's largest value within --early-horizon batches, or an optimizer "
+            "step changes the weights by more than --update-ratio times their size"
+        ),
+    )
+    p.add_argument(
+        "--early-horizon",
+        type=types.batches_ahead,
+        default=None,
+        metavar="K",
+        help="with --early: batches ahead to look (default 4)",
+    )
+    p.add_argument(
+        "--update-ratio",
+        type=types.threshold,
+        default=None,
+        metavar="X",
+        help="with --early: the |dw|/|w| of an optimizer step that stops (default 1; 0: off)",
+    )
+    p.add_argument(
         "--if",
         dest="condition",
         default=None,
@@ -87,6 +113,8 @@ def add_arguments(p):
 
 
 def run(session, args):
+    if (args.early_horizon is not None or args.update_ratio is not None) and not args.early:
+        raise OvfError("ovf break-on-nan: --early-horizon and --update-ratio tune --early: add it")
     condition = Condition(args.condition) if args.condition is not None else None
     a = session.staged()
     a.nan = not args.inf
@@ -99,5 +127,8 @@ def run(session, args):
     a.carriers = args.carriers
     a.scaler_skips = args.scaler_skips
     a.scale_floor = args.scale_floor
-    a.touched.update(("observe", "scaler"))
+    a.early = args.early
+    a.early_horizon = arming.EARLY_HORIZON if args.early_horizon is None else args.early_horizon
+    a.update_ratio = arming.UPDATE_RATIO if args.update_ratio is None else args.update_ratio
+    a.touched.update(("observe", "scaler", "early"))
     return session.apply(a)

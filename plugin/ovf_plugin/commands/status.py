@@ -6,7 +6,7 @@ armed for the next `run`.
 
 import datetime
 
-from ovf_ring import compiled, device, layout, scaler
+from ovf_ring import compiled, device, early, layout, scaler
 from ovf_ring.errors import OvfError
 from ovf_ring.event import describe_seq, last_event
 from ovf_ring.identity import process_text
@@ -76,13 +76,18 @@ def _ring_lines(ring):
             f", scale floor {c.scale_floor:g}"
             if c.stop_mask & layout.STOP_SCALER and c.scale_floor > 0
             else ""
-        ),
+        )
+        + (f", growth within {c.early_horizon} batches" if c.early_horizon else "")
+        + (f", updates above {c.update_ratio_max:g}x the weights" if c.update_ratio_max else ""),
     ]
     out += device.status_lines(h, always=True)
     out.append("first non-finite: " + describe_seq(ring, h.first_nonfinite_seq))
     scaled = scaler.history(ring)
     if scaled:
         out.append(f"loss scaler: {scaled}")
+    warned = early.warning(ring)
+    if warned is not None:
+        out.append(early.line(ring, warned).removeprefix("ovf: "))
     event = last_event(ring)
     if event is not None:
         out.append(f"last event: {_bits(event.bits)} at " + describe_seq(ring, event.seq))

@@ -36,6 +36,10 @@ def skips(text):
     return _integer_in(text, 0, 2**32 - 1, "a number of skipped steps")
 
 
+def batches_ahead(text):
+    return _integer_in(text, 1, 2**32 - 1, "a number of batches")
+
+
 def module_glob(text):
     """An fnmatch pattern that fits the control block (255 bytes of UTF-8)."""
     size = len(text.encode("utf-8", "surrogateescape"))

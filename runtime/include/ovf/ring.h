@@ -26,7 +26,7 @@ extern "C" {
 // "OVF-RING" read as a little-endian u64. Written at start-up, not stored in
 // .rodata as a string, so a memory scan for it finds the live state first.
 #define OVF_MAGIC 0x474e49522d46564fULL
-#define OVF_LAYOUT_VERSION 4u
+#define OVF_LAYOUT_VERSION 5u
 #define OVF_HEADER_SIZE 1024u
 #define OVF_RECORD_SIZE 192u
 #define OVF_CONTROL_OFFSET 256u
@@ -60,6 +60,15 @@ enum ovf_record_kind {
   // gradient was non-finite (OVF_NO_ID: none), scale_before / scale_after,
   // skips_in_row and cause_seq. A skip is NONFINITE and deliberate (CONSTANT).
   OVF_KIND_SCALER = 14,
+  // An early warning (layout 5): the run heads for a NaN/Inf it has not made yet.
+  // Module growth: name_id the module path, label_id its class, dtype its output's,
+  // abs_max the output's abs max this batch, scale_before the previous batch's,
+  // scale_after the dtype's largest value, skips_in_row the batches left at this
+  // growth, cause_seq the module's FRAME. Optimizer step: name_id the optimizer's
+  // class, label_id the parameter with the largest update, abs_max the update-to-
+  // weight ratio |dw|/|w| over all its parameters, scale_before that parameter's
+  // own ratio, scale_after the threshold (control.update_ratio_max).
+  OVF_KIND_WARNING = 15,
 };
 
 // Tensor element types as the runtime sees them (independent of torch's enum).
@@ -153,7 +162,7 @@ typedef struct ovf_record {
                            //     (-inf)"); OVF_NO_ID: nothing said
   uint32_t location_id;    // 140 backward OP_OUTPUT: where the forward op ran ("train.py:16 in f")
   // Layout 4 (zero in earlier layouts):
-  double scale_before;    // 144 SCALER: the loss scale before the update
+  double scale_before;    // 144 SCALER: the loss scale before the update (WARNING: see its kind)
   double scale_after;     // 152 SCALER: ... and after
   uint64_t cause_seq;     // 160 SCALER: the first record a producing op (or gradient) made
                           //     non-finite in the scaled backward before the skip;
@@ -179,6 +188,10 @@ enum ovf_stop_bits {
   // A loss scaler gave up (layout 4): control.scaler_max_skips skipped steps in a
   // row, or a skip took the scale below control.scale_floor.
   OVF_STOP_SCALER = 1u << 8,
+  // An early warning (layout 5): a module's output abs max grows fast enough to
+  // pass its dtype's largest value within control.early_horizon batches, or an
+  // optimizer step's update-to-weight ratio exceeds control.update_ratio_max.
+  OVF_STOP_EARLY = 1u << 9,
 };
 
 // What the runtime observes beyond module forwards (control.observe).
@@ -231,9 +244,11 @@ typedef struct ovf_control {
   uint32_t observe;                 // +568 enum ovf_observe_bits
   uint32_t headroom_dtype;          // +572 enum ovf_dtype lines measure headroom against (0: off)
   uint32_t scaler_max_skips;        // +576 OVF_STOP_SCALER after this many skips in a row (0: off)
-  uint32_t reserved_580;            // +580 zero
-  double scale_floor;  // +584 OVF_STOP_SCALER when a skip leaves the scale below (0: off)
-  uint8_t reserved[OVF_CONTROL_SIZE - 592];  // room to grow
+  uint32_t early_horizon;           // +580 OVF_STOP_EARLY: growth that passes the limit within
+                                    //      this many batches (0: growth not followed; layout 5)
+  double scale_floor;       // +584 OVF_STOP_SCALER when a skip leaves the scale below (0: off)
+  double update_ratio_max;  // +592 OVF_STOP_EARLY: an optimizer step's |dw|/|w| above (0: off)
+  uint8_t reserved[OVF_CONTROL_SIZE - 600];  // room to grow
 } ovf_control;
 
 // The event snapshot: where the program was when the value was made, taken
@@ -410,7 +425,9 @@ static_assert(offsetof(ovf_control, module_glob) == 312, "layout");
 static_assert(offsetof(ovf_control, observe) == 568, "layout");
 static_assert(offsetof(ovf_control, headroom_dtype) == 572, "layout");
 static_assert(offsetof(ovf_control, scaler_max_skips) == 576, "layout");
+static_assert(offsetof(ovf_control, early_horizon) == 580, "layout");
 static_assert(offsetof(ovf_control, scale_floor) == 584, "layout");
+static_assert(offsetof(ovf_control, update_ratio_max) == 592, "layout");
 
 static_assert(sizeof(ovf_snapshot_frame) == 16, "layout");
 static_assert(sizeof(ovf_snapshot_local) == 136, "layout");

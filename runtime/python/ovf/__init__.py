@@ -37,6 +37,7 @@ _LAZY = {
     "DebugUnderflowOverflow": "._debug_underflow_overflow",
     "detect_overflow": "._debug_underflow_overflow",
     "NonFiniteError": "._hooks",
+    "EarlyWarningError": "._hooks",
     "expected_nonfinite": "._expected",
     "OptionError": "._options",
 }
@@ -45,6 +46,7 @@ __all__ = [
     "DebugUnderflowOverflow",
     "detect_overflow",
     "NonFiniteError",
+    "EarlyWarningError",
     "OptionError",
     "expected_nonfinite",
     "__version__",

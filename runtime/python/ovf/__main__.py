@@ -23,6 +23,8 @@ OPTION_OF = {
     "OVF_IF": "--if",
     "OVF_SCALER_SKIPS": "--scaler-skips",
     "OVF_SCALE_FLOOR": "--scale-floor",
+    "OVF_EARLY_HORIZON": "--early-horizon",
+    "OVF_UPDATE_RATIO": "--update-ratio",
 }
 # What --stop may name: the kinds of value that stop the run.
 STOP_KINDS = ("nan", "inf")
@@ -141,6 +143,32 @@ def _parser():
             "that shrinks the loss; 0: never)"
         ),
     )
+    p.add_argument(
+        "--early",
+        action="store_true",
+        help=(
+            "stop before the first inf/nan: when a module's output grows fast enough to pass "
+            "its dtype's largest value within --early-horizon batches, or an optimizer step "
+            "changes the weights by more than --update-ratio times their size"
+        ),
+    )
+    p.add_argument(
+        "--early-horizon",
+        type=int,
+        default=None,
+        metavar="K",
+        help=f"with --early: batches ahead to look (default {_options.EARLY_HORIZON})",
+    )
+    p.add_argument(
+        "--update-ratio",
+        type=float,
+        default=None,
+        metavar="X",
+        help=(
+            "with --early: the update-to-weight ratio |dw|/|w| of an optimizer step that warns "
+            f"(default {_options.UPDATE_RATIO:g}; 0: steps not measured)"
+        ),
+    )
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     return p
@@ -173,6 +201,15 @@ def main(argv=None):
         env["OVF_SCALER_SKIPS"] = str(args.scaler_skips)
     if args.scale_floor is not None:
         env["OVF_SCALE_FLOOR"] = repr(args.scale_floor)
+    if args.early:
+        env["OVF_EARLY"] = "1"
+    if args.early_horizon is not None:
+        env["OVF_EARLY_HORIZON"] = str(args.early_horizon)
+    if args.update_ratio is not None:
+        env["OVF_UPDATE_RATIO"] = repr(args.update_ratio)
+    if (args.early_horizon is not None or args.update_ratio is not None) and not args.early:
+        print("ovf: --early-horizon and --update-ratio tune --early: add --early", file=sys.stderr)
+        return 2
     if args.wait_timeout is not None:
         env["OVF_WAIT_TIMEOUT"] = repr(args.wait_timeout)
     if args.device_mode is not None:

@@ -107,6 +107,9 @@ def enable(
     condition=None,
     scaler_skips=0,
     scale_floor=1.0,
+    early=False,
+    early_horizon=_options.EARLY_HORIZON,
+    update_ratio=_options.UPDATE_RATIO,
 ):
     """Turns detection on for every model this process runs. Idempotent.
 
@@ -120,6 +123,10 @@ def enable(
     scaler_skips, scale_floor: a loss scaler (GradScaler) gives up, an event, at
     this many skipped steps in a row (0: never) or at a skip that takes its scale
     below the floor (0: none; the default 1 is a scale that shrinks the loss).
+    early: stop before the first inf/nan (EarlyWarningError) when a module's output
+    grows fast enough to pass its dtype's largest value within early_horizon
+    batches, or an optimizer step's update-to-weight ratio exceeds update_ratio
+    (0: steps not measured).
     device_mode: "fast" or "exact", how device tensors' statistics are waited for
     (_options.device_mode_code).
     condition: an --if expression (_condition.py) each NaN/Inf/backward event must
@@ -140,6 +147,8 @@ def enable(
         "headroom_dtype": _options.headroom_code(headroom),
         "scaler_max_skips": _options.scaler_skips(scaler_skips),
         "scale_floor": _options.scale_floor(scale_floor),
+        "early_horizon": _options.early_horizon(early_horizon) if early else 0,
+        "update_ratio_max": _options.update_ratio(update_ratio) if early else 0.0,
     }
     wait_timeout = _options.seconds(wait_timeout)
     if condition is not None:
@@ -157,12 +166,15 @@ def enable(
         control["below"] = float(below)
     if observe & _options.OBSERVE_BITS["backward"]:
         mask |= _options.STOP_BITS["backward"]
+    if early:
+        mask |= _options.STOP_BITS["early"]
     if not _enabled:
-        from . import _optimizer, _raise_points, _scaler, _steps
+        from . import _early, _optimizer, _raise_points, _scaler, _steps
 
         _hooks.hooks_installed()
         torch.nn.modules.module.register_module_forward_pre_hook(_ovf.forward_pre_hook)
         _register_global_forward_hook()
+        _early.install()  # first: its step hook runs before the step ends the batch
         _optimizer.install()
         _scaler.install()
         _raise_points.install()
@@ -172,7 +184,7 @@ def enable(
 
     _steps.start()
     if stop_mask is not None:  # the kinds asked for; backward ops stop for those kinds too
-        mask = stop_mask | (mask & _options.STOP_BITS["backward"])
+        mask = stop_mask | (mask & (_options.STOP_BITS["backward"] | _options.STOP_BITS["early"]))
         if stop_mask & (_options.STOP_BITS["nan"] | _options.STOP_BITS["inf"]):
             mask |= _options.STOP_BITS["scaler"]  # a scaler that gives up: NaN/Inf gradients
     _ovf.set_control(stop_mask=mask, **control)
@@ -211,4 +223,7 @@ def enable_from_environment():
         condition=opts["condition"],
         scaler_skips=opts["scaler_skips"],
         scale_floor=opts["scale_floor"],
+        early=opts["early"],
+        early_horizon=opts["early_horizon"],
+        update_ratio=opts["update_ratio"],
     )

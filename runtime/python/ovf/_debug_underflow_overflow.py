@@ -46,6 +46,11 @@ class DebugUnderflowOverflow:
             at the end of the next batch's forward, and the report still names
             the frame that went non-finite first) or "exact" (one synchronisation
             per frame: the stop is inside the frame).
+        early: also stop before the first inf/nan (EarlyWarningError): when a
+            module's output grows fast enough to pass its dtype's largest value
+            within early_horizon batches (default 4), or an optimizer step changes
+            the weights by more than update_ratio times their size (default 1; 0:
+            steps not measured).
     """
 
     def __init__(
@@ -61,6 +66,9 @@ class DebugUnderflowOverflow:
         optimizers=False,
         device_mode="fast",
         keyword_inputs=False,
+        early=False,
+        early_horizon=_options.EARLY_HORIZON,
+        update_ratio=_options.UPDATE_RATIO,
     ):
         global _active
         if not isinstance(model, torch.nn.Module):
@@ -79,6 +87,10 @@ class DebugUnderflowOverflow:
             raise _options.OptionError(
                 f"ovf: optimizers must be False, True or 'state'; got {optimizers!r}"
             )
+        early_control = {
+            "early_horizon": _options.early_horizon(early_horizon) if early else 0,
+            "update_ratio_max": _options.update_ratio(update_ratio) if early else 0.0,
+        }
         self._handles = []
         if _active is not None:
             _active.remove()
@@ -128,15 +140,19 @@ class DebugUnderflowOverflow:
         _ovf.start_session(
             self.max_frames_to_save, self.trace_batch_nums, abort_after, on_event, device
         )
-        _ovf.set_control(observe=observe)
+        stop = _options.STOP_BITS
+        mask = stop["nan"] | stop["inf"] | stop["scaler"]
         if backward:  # a backward op's NaN stops (raises out of backward()) like a forward's
             from . import _raise_points
 
             _raise_points.install()
-            stop = _options.STOP_BITS
-            _ovf.set_control(
-                stop_mask=stop["nan"] | stop["inf"] | stop["scaler"] | stop["backward"]
-            )
+            mask |= stop["backward"]
+        if early:
+            from . import _early
+
+            _early.install()
+            mask |= stop["early"]
+        _ovf.set_control(observe=observe, stop_mask=mask, **early_control)
         _ovf.sync_op_observer()
         _active = self
 

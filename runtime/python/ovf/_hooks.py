@@ -22,13 +22,23 @@ class NonFiniteError(ValueError):
 NonFiniteError.__module__ = "ovf"  # tracebacks and pickle name the public class
 
 
+class EarlyWarningError(ValueError):
+    """Raised at an early warning (--early, early=True), before any inf/nan: a module's
+    output grows fast enough to pass its dtype's largest value within a few batches, or
+    an optimizer step changed the weights by more than --update-ratio times their size.
+    The message is the warning's one line."""
+
+
+EarlyWarningError.__module__ = "ovf"
+
+
 def _discover(module):
     from . import _auto  # auto mode names modules it meets; imported only when used
 
     _auto.discover(module)
 
 
-_ovf.set_callbacks(_discover, NonFiniteError)
+_ovf.set_callbacks(_discover, NonFiniteError, EarlyWarningError)
 
 _deepened = False
 

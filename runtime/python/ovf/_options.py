@@ -136,6 +136,30 @@ def scale_floor(value, where="scale_floor"):
     return float(value)
 
 
+# The early warning's defaults: a module's output that passes its dtype's largest value
+# within 4 batches at its growth; a step that moves the weights by their own size.
+EARLY_HORIZON = 4
+UPDATE_RATIO = 1.0
+
+
+def early_horizon(value, where="early_horizon"):
+    """Batches ahead the early warning looks for a module's growth (>= 1)."""
+    return _integer(value, where, 1, 2**32 - 1, "a number of batches >= 1")
+
+
+def update_ratio(value, where="update_ratio"):
+    """The update-to-weight ratio of an optimizer step that warns (0: not measured)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not 0 <= value < float("inf")
+    ):
+        raise OptionError(
+            f"ovf: {where} must be a finite number >= 0 (0: steps not measured); got {value!r}"
+        )
+    return float(value)
+
+
 def _env_int(name, text):
     try:
         return int(text)
@@ -177,6 +201,9 @@ def from_environment(environ=None):
         "condition": env.get("OVF_IF", "").strip() or None,
         "scaler_skips": 0,
         "scale_floor": 1.0,
+        "early": env.get("OVF_EARLY", "").strip() not in ("", "0"),
+        "early_horizon": EARLY_HORIZON,
+        "update_ratio": UPDATE_RATIO,
     }
     on_event_code(opts["on_nan"], "OVF_ON_NAN")
     if opts["condition"] is not None:
@@ -210,11 +237,14 @@ def from_environment(environ=None):
         ("OVF_WAIT_TIMEOUT", "wait_timeout", _env_float, seconds),
         ("OVF_SCALER_SKIPS", "scaler_skips", _env_int, scaler_skips),
         ("OVF_SCALE_FLOOR", "scale_floor", _env_float, scale_floor),
+        ("OVF_EARLY_HORIZON", "early_horizon", _env_int, early_horizon),
+        ("OVF_UPDATE_RATIO", "update_ratio", _env_float, update_ratio),
     ):
         if env.get(name, "").strip():
             opts[option] = check(parse(name, env[name]), name)
     if "OVF_STOP" in env:
         opts["stop_mask"] = stop_mask(env["OVF_STOP"], "OVF_STOP")
+        opts["early"] = opts["early"] or bool(opts["stop_mask"] & STOP_BITS["early"])
     opts["observe"] = observe_bits(env.get("OVF_OBSERVE", ""), "OVF_OBSERVE")
     opts["headroom"] = env.get("OVF_HEADROOM", "") or None
     headroom_code(opts["headroom"], "OVF_HEADROOM")
