@@ -6,6 +6,7 @@ Python mode raises EarlyWarningError; gdb and LLDB stop there, live and from cor
 
 import importlib.util
 import os
+import re
 import subprocess
 
 import pytest
@@ -21,12 +22,13 @@ RATIO_LINE = (
     " (|dw|/|w| over its parameters, above 1: --update-ratio); the largest change:"
     " decoder.block.0.layer.0.SelfAttention.q.weight (|dw|/|w| = 126)"
 )
-# ... and by the growth rule alone: the residual stream grows x2e7 a batch
-GROWTH_LINE = (
+# ... and by the growth rule alone: the residual stream grows x2e7 a batch. The run amplifies
+# the last bits in which torch 2.14's and 2.6's float32 kernels differ: 1.11e+12 / 1.1e+12.
+GROWTH_LINE = re.escape(
     "ovf: early warning at batch 2: decoder.block.0.layer.2.DenseReluDense.wo (Linear)'s output"
-    " abs max grew from 5.15e+04 to 1.11e+12 in one batch (x2.16e+07); at that growth it passes"
+    " abs max grew from 5.15e+04 to 1.1@e+12 in one batch (x2.1@e+07); at that growth it passes"
     " float32's largest value 3.40282e+38 in 4 batches (batch 6; --early-horizon 4)"
-)
+).replace("@", r"\d?")
 # fp16_growth: the prediction triples each batch; float16 overflows in batch 11, as predicted
 FP16_LINE = (
     "ovf: early warning at batch 7: 0 (Linear)'s output abs max grew from 776 to 2.33e+03 in"
@@ -64,8 +66,11 @@ def oracle(case):
 def test_the_oracle_places_the_first_non_finite_values_after_the_warnings():
     # diverge_lr: the layer norm's variance overflows in batch 4 (warned at 0, or 2);
     # fp16_growth: the prediction in batch 11 (warned at 7)
-    assert oracle("diverge_lr") == (
-        "oracle: aten::pow in encoder.block.0.layer.1.layer_norm at batch 4, diverge_lr.py:48"
+    # (torch 2.6 meets it one layer norm later, in the same batch)
+    assert re.fullmatch(
+        r"oracle: aten::pow in encoder\.block\.\d\.layer\.\d\.layer_norm at batch 4,"
+        r" diverge_lr\.py:48",
+        oracle("diverge_lr"),
     )
     assert oracle("fp16_growth") == "oracle: aten::mm in 0 at batch 11, early_warning.py:31"
 
@@ -78,16 +83,17 @@ def test_a_step_that_moves_the_weights_by_their_size_stops_at_once():
 
 
 @pytest.mark.parametrize(
-    "case, line, last",
+    "case, pattern, last",
     [
         ("diverge_lr", GROWTH_LINE, "batch 1: loss 16.36"),
-        ("fp16_growth", FP16_LINE, "batch 6 prediction -776.5"),
+        ("fp16_growth", re.escape(FP16_LINE), "batch 6 prediction -776.5"),
     ],
 )
-def test_growth_toward_the_dtypes_limit_stops_batches_before_it(case, line, last):
+def test_growth_toward_the_dtypes_limit_stops_batches_before_it(case, pattern, last):
     status, out = run(SCRIPT, case, options=("--early", "--update-ratio", "0"))
     assert status == 1 and last in out, out
-    assert early_lines(out)[1:] == [line], out
+    (line,) = early_lines(out)[1:]
+    assert re.fullmatch(pattern, line), out
     assert "ovf.EarlyWarningError: " + line in out, out
 
 
