@@ -139,6 +139,24 @@ def test_healthy_real_code_is_never_warned(script, args, end):
     assert "ovf" not in out.replace("ovf.", ""), out
 
 
+@pytest.mark.skipif(
+    importlib.util.find_spec("transformers") is None,
+    reason="transformers is not installed here (the trixie leg): the main leg runs it",
+)
+def test_a_trainer_whose_learning_rate_wrecks_the_model_is_warned_at_its_first_step():
+    # transformers' Trainer steps AdamW through accelerate's wrapper: the step hook sees it
+    status, out = run(
+        os.path.join(SCRIPTS, "hf_trainer.py"),
+        *("--blow-up-at", "1000", "--steps", "3", "--learning-rate", "1"),
+    )
+    assert status == 1 and "training finished" not in out, out
+    assert early_lines(out)[1] == (
+        "ovf: early warning at batch 0: AdamW.step() changed the weights by 13.1 times their"
+        " size (|dw|/|w| over its parameters, above 1: --update-ratio); the largest change:"
+        " transformer.h.0.mlp.c_proj.weight (|dw|/|w| = 101)"
+    ), out
+
+
 @pytest.mark.parametrize(
     "options, message",
     [

@@ -48,6 +48,7 @@ def main():
     p.add_argument("--mode", choices=("plain", "reference", "callback"), default="plain")
     p.add_argument("--blow-up-at", type=int, default=2)
     p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--learning-rate", type=float, default=1e-4)
     args = p.parse_args()
     model, _ = transformers_models.gpt2(overflow=False)  # the tests' tiny GPT-2
     callbacks = [BlowUp(args.blow_up_at)]
@@ -60,7 +61,7 @@ def main():
             output_dir=out,
             max_steps=args.steps,
             per_device_train_batch_size=4,
-            learning_rate=1e-4,
+            learning_rate=args.learning_rate,
             report_to="none",
             save_strategy="no",
             logging_strategy="no",
