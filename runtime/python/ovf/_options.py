@@ -108,16 +108,19 @@ def module_glob(value, where="module"):
     return value
 
 
-def seconds(value, where="wait timeout"):
+def _magnitude(value, where, what):
+    """A finite number >= 0, as a float; else "ovf: <where> must be <what>; got ..."."""
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
         or not 0 <= value < float("inf")
     ):
-        raise OptionError(
-            f"ovf: {where} must be a number of seconds >= 0 (0: wait for ever); got {value!r}"
-        )
+        raise OptionError(f"ovf: {where} must be {what}; got {value!r}")
     return float(value)
+
+
+def seconds(value, where="wait timeout"):
+    return _magnitude(value, where, "a number of seconds >= 0 (0: wait for ever)")
 
 
 def scaler_skips(value, where="scaler_skips"):
@@ -127,13 +130,7 @@ def scaler_skips(value, where="scaler_skips"):
 
 def scale_floor(value, where="scale_floor"):
     """The loss scale a skip must not take the scaler below (0: no floor)."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not 0 <= value < float("inf")
-    ):
-        raise OptionError(f"ovf: {where} must be a finite number >= 0 (0: no floor); got {value!r}")
-    return float(value)
+    return _magnitude(value, where, "a finite number >= 0 (0: no floor)")
 
 
 # The early warning's defaults: a module's output that passes its dtype's largest value
@@ -149,15 +146,7 @@ def early_horizon(value, where="early_horizon"):
 
 def update_ratio(value, where="update_ratio"):
     """The update-to-weight ratio of an optimizer step that warns (0: not measured)."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not 0 <= value < float("inf")
-    ):
-        raise OptionError(
-            f"ovf: {where} must be a finite number >= 0 (0: steps not measured); got {value!r}"
-        )
-    return float(value)
+    return _magnitude(value, where, "a finite number >= 0 (0: steps not measured)")
 
 
 def _env_int(name, text):
