@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 
-from . import layout, snapshot
+from . import early, layout, snapshot
 from .errors import OvfError
 from .event import describe_seq
 from .identity import device_text, rank_text
@@ -148,6 +148,9 @@ def collect(ring, options=None, program=""):
             scale.value = r.scale_after if r.scale_after > 0 else scale.value
             scale.nonfinite = scale.nonfinite or bool(r.skips_in_row)
             located[seq] = (row, column)
+        elif r.kind == layout.KIND_WARNING and r.cause_seq in located:
+            # An early warning of a module's growth: marked at that module's cell.
+            located[seq] = located[r.cause_seq]
         elif r.kind == layout.KIND_CHECKPOINT and not options.ops:
             name = ring.text(r.name_id)
             if wanted(name):
@@ -278,6 +281,8 @@ def _describe(ring, seq):
         return describe_seq(ring, seq)
     if r.kind in (layout.KIND_FRAME, layout.KIND_STEP):
         return f"record {seq}, batch {r.batch}, {_frame_name(ring, r)}"
+    if r.kind == layout.KIND_WARNING:
+        return f"record {seq}, {early.line(ring, r).removeprefix('ovf: ')}"
     if r.kind in (layout.KIND_OP_OUTPUT, layout.KIND_BUFFER, layout.KIND_GRAD):
         module = ring.module(r.context_id, "(no module)")
         what = {

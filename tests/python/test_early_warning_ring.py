@@ -8,7 +8,7 @@ import math
 import ovf
 import pytest
 import torch
-from ovf_ring import early, layout
+from ovf_ring import early, layout, picture
 from test_op_observer import records_since, ring_now
 from torch import nn
 from torch.nn import functional as F
@@ -102,3 +102,17 @@ def test_the_early_warning_leaves_the_models_numbers_alone():
     plain, _ = fp16_growth(6)
     for a, b in zip(armed.parameters(), plain.parameters(), strict=True):
         assert torch.equal(a, b)
+
+
+def test_the_plot_marks_the_warning_at_the_growing_modules_cell():
+    fp16_growth(11, early=True, update_ratio=0)
+    drawn = picture.collect(ring_now())
+    (mark,) = [m for m in drawn.marks if m["kind"] == "event"]
+    assert drawn.rows[mark["row"]] == "0 (Linear)", drawn.rows
+    assert drawn.columns[mark["column"]]["batch"] == 7
+    assert mark["text"].startswith("event (early): record ")
+    assert mark["text"].endswith(
+        ", early warning at batch 7: 0 (Linear)'s output abs max grew from 776 to 2.33e+03 in"
+        " one batch (x3.01); at that growth it passes float16's largest value 65504 in 4"
+        " batches (batch 11; --early-horizon 4)"
+    )
