@@ -18,15 +18,21 @@ def _g(x):
 def text(ring, r):
     """The warning in one line, without the "ovf: early warning at batch N: " head."""
     if r.cause_seq != layout.NO_SEQ:  # a module's growth
-        dtype = layout.DTYPE_NAMES[r.dtype] if r.dtype < len(layout.DTYPE_NAMES) else "unknown"
+        dtype = (
+            # torch's name, as the runtime's dtype_name says it
+            "float8_e4m3fn"
+            if r.dtype == layout.HEADROOM_DTYPES["fp8_e4m3"][0]
+            else layout.DTYPE_NAMES[r.dtype]
+            if r.dtype < len(layout.DTYPE_NAMES)
+            else "unknown"
+        )
         batches = "batch" if r.skips_in_row == 1 else "batches"
         growth = _g(r.abs_max / r.scale_before)
         return (
             f"{ring.text(r.name_id)} ({ring.text(r.label_id)})'s output abs max grew from "
             f"{_g(r.scale_before)} to {_g(r.abs_max)} in one batch (x{growth})"
             f"; at that growth it passes {dtype}'s largest value {r.scale_after:g} in "
-            f"{r.skips_in_row} {batches} (batch {r.batch + r.skips_in_row}; --early-horizon "
-            f"{ring.control.early_horizon})"
+            f"{r.skips_in_row} {batches} (batch {r.batch + r.skips_in_row})"
         )
     out = (
         f"{ring.text(r.name_id)}.step() changed the weights by {_g(r.abs_max)} times their size "

@@ -56,6 +56,12 @@ Response Monitor::update_ratio(const UpdateRatio& u, bool can_raise) {
 }
 
 Response Monitor::warn_early(ovf_record& w, uint64_t batch, uint32_t module_id, bool can_raise) {
+  // The session's first warning that the filters let through: one they drop
+  // (--after-batch, --module) leaves the next its chance.
+  if (static_cast<int64_t>(batch) < read_control(ovf_state.control.after_batch) ||
+      !module_matches(module_id)) {
+    return {};
+  }
   if (warned_early_.exchange(true)) return {};
   w.flags |= OVF_FLAG_HAS_STATS;
   const Committed done = commit(&w, 1, {batch, OVF_STOP_EARLY, /*producer=*/true, module_id});

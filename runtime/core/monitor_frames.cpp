@@ -16,8 +16,11 @@ namespace ovf {
 
 // The first event's response leads; later ones add their text.
 static void merge(Response& into, Response&& more) {
-  if (into.action == Action::kNone && !into.events) {
+  if (into.action == Action::kNone) {
+    // Events that only mark the ring (above, below, traced) do not hold back
+    // one that acts.
     more.text = into.text + more.text;
+    more.events |= into.events;
     into = std::move(more);
   } else {
     into.text += more.text;

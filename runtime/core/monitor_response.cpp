@@ -27,7 +27,9 @@ Response Monitor::respond(uint32_t events, uint64_t end, uint64_t batch, bool ca
   // A warning comes before the NaN: warn and wait act again at the NaN itself.
   const bool warning = (events & kNonfinite) == 0;
   std::lock_guard<std::mutex> lock(response_mutex_);
-  answered_ = true;
+  // A warning leaves the NaN's own answer as it would have been: its report
+  // from the same frames, its response at the session's end.
+  if (!warning) answered_ = true;
   switch (on_event) {
     case OVF_ON_EVENT_WARN:
       if (!acted_once_) out.text = report_text(end, batch);
@@ -36,7 +38,7 @@ Response Monitor::respond(uint32_t events, uint64_t end, uint64_t batch, bool ca
     case OVF_ON_EVENT_ABORT:
       out.text = report_text(end, batch);
       out.action = Action::kAbort;
-      out.message = abort_message();
+      out.message = warning ? abort_message("early warning, before any inf/nan") : abort_message();
       break;
     case OVF_ON_EVENT_WAIT:
       // Wait at the first event only: once released, every later frame carries
@@ -56,6 +58,9 @@ Response Monitor::respond(uint32_t events, uint64_t end, uint64_t batch, bool ca
         const ovf_record* event = warning ? find_record(end - 1) : nullptr;
         out.message = event != nullptr ? describe_early_warning(*event) : kOverflowMessage;
         if (event != nullptr) out.message.pop_back();  // its "\n"
+      } else if (warning) {
+        // Decided where nothing can raise (the session's end): said, not raised.
+        out.text = report_text(end, batch);
       } else if (!raise_decided_) {
         // Once per forward: the backward pass goes on making non-finite
         // values after the first while the error is on its way.
@@ -65,7 +70,7 @@ Response Monitor::respond(uint32_t events, uint64_t end, uint64_t batch, bool ca
       }
       break;
   }
-  report_floor_ = end;
+  if (!warning) report_floor_ = end;
   return out;
 }
 

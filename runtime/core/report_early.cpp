@@ -2,7 +2,6 @@
 // plugin/ovf_ring/early.py words the same for debuggers.
 #include <string>
 
-#include "control.h"
 #include "report.h"
 #include "ring_writer.h"
 #include "stats.h"
@@ -25,7 +24,6 @@ std::string describe_early_warning(const ovf_record& w) {
            "); at that growth it passes " + dtype_name(static_cast<ovf_dtype>(w.dtype)) +
            "'s largest value " + format_g(w.scale_after) + " in " + std::to_string(w.skips_in_row) +
            (w.skips_in_row == 1 ? " batch" : " batches") + " (batch " + std::to_string(passes) +
-           "; --early-horizon " + std::to_string(read_control(ovf_state.control.early_horizon)) +
            ")\n";
   }
   std::string text = head + escape_text(interned(w.name_id)) + ".step() changed the weights by " +

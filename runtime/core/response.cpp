@@ -39,12 +39,11 @@ std::string open_core_commands(const std::string& core) {
 
 }  // namespace
 
-std::string abort_message() {
+std::string abort_message(const std::string& what) {
   const int pid = getpid();
   std::string piped_to;
   const std::string core = core_file_path(pid, &piped_to);
-  std::string text =
-      "ovf: non-finite value detected; aborting so that the kernel writes a core file";
+  std::string text = "ovf: " + what + "; aborting so that the kernel writes a core file";
   if (core.empty()) {
     text += ". The kernel hands core files to " + piped_to +
             " (kernel.core_pattern): save this one (process " + std::to_string(pid) +

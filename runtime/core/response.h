@@ -30,8 +30,9 @@ struct Response {
 // The reference's ValueError text.
 extern const char* const kOverflowMessage;
 
-// abort()'s message: where the core goes and how to read it.
-std::string abort_message();
+// abort()'s message: why ("non-finite value detected"), where the core goes and
+// how to read it.
+std::string abort_message(const std::string& what = "non-finite value detected");
 
 // "ovf: process P is waiting for a debugger. Attach with one of: ..." lines.
 std::string attach_instructions(int pid);

@@ -27,13 +27,13 @@ RATIO_LINE = (
 GROWTH_LINE = re.escape(
     "ovf: early warning at batch 2: decoder.block.0.layer.2.DenseReluDense.wo (Linear)'s output"
     " abs max grew from 5.15e+04 to 1.1@e+12 in one batch (x2.1@e+07); at that growth it passes"
-    " float32's largest value 3.40282e+38 in 4 batches (batch 6; --early-horizon 4)"
+    " float32's largest value 3.40282e+38 in 4 batches (batch 6)"
 ).replace("@", r"\d?")
 # fp16_growth: the prediction triples each batch; float16 overflows in batch 11, as predicted
 FP16_LINE = (
     "ovf: early warning at batch 7: 0 (Linear)'s output abs max grew from 776 to 2.33e+03 in"
     " one batch (x3.01); at that growth it passes float16's largest value 65504 in 4 batches"
-    " (batch 11; --early-horizon 4)"
+    " (batch 11)"
 )
 
 
@@ -105,7 +105,19 @@ def test_a_shorter_horizon_waits_for_nearer_trouble():
     assert early_lines(out)[1] == (
         "ovf: early warning at batch 9: 0 (Linear)'s output abs max grew from 6.99e+03 to"
         " 2.1e+04 in one batch (x3); at that growth it passes float16's largest value 65504 in"
-        " 2 batches (batch 11; --early-horizon 2)"
+        " 2 batches (batch 11)"
+    ), out
+
+
+def test_a_warning_the_filters_drop_leaves_the_next_its_chance():
+    status, out = run(
+        SCRIPT, "fp16_growth", options=("--early", "--update-ratio", "0", "--after-batch", "8")
+    )
+    assert status == 1 and "batch 7 prediction 2334" in out, out
+    assert early_lines(out)[1] == (
+        "ovf: early warning at batch 8: 0 (Linear)'s output abs max grew from 2.33e+03 to"
+        " 6.99e+03 in one batch (x3); at that growth it passes float16's largest value 65504 in"
+        " 3 batches (batch 11)"
     ), out
 
 
@@ -177,6 +189,21 @@ def test_a_trainer_whose_learning_rate_wrecks_the_model_is_warned_at_its_first_s
 def test_bad_early_options_are_refused_in_one_line(options, message):
     status, out = run(SCRIPT, "fp16_growth", options=options)
     assert status == 2 and out.strip() == message, out
+
+
+def test_a_bad_ovf_early_variable_is_refused_in_one_line():
+    done = subprocess.run(
+        [PYTHON, "-m", "ovf", SCRIPT, "fp16_growth"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**env(), "OVF_EARLY": "yes"},
+        cwd=TOP,
+    )
+    assert done.returncode == 2 and done.stdout == "", done
+    assert done.stderr.strip() == (
+        "ovf: environment variable OVF_EARLY must be 1 (on) or 0 (off); got 'yes'"
+    )
 
 
 def test_the_debuggers_stop_at_the_warning_then_at_the_inf(debugger, tmp_path):

@@ -54,7 +54,7 @@ def test_growth_is_recorded_with_the_values_it_was_judged_on():
     assert early.line(ring, w) == (
         "ovf: early warning at batch 7: 0 (Linear)'s output abs max grew from 776 to 2.33e+03 in"
         " one batch (x3.01); at that growth it passes float16's largest value 65504 in 4 batches"
-        " (batch 11; --early-horizon 4)"
+        " (batch 11)"
     )
 
 
@@ -114,5 +114,25 @@ def test_the_plot_marks_the_warning_at_the_growing_modules_cell():
     assert mark["text"].endswith(
         ", early warning at batch 7: 0 (Linear)'s output abs max grew from 776 to 2.33e+03 in"
         " one batch (x3.01); at that growth it passes float16's largest value 65504 in 4"
-        " batches (batch 11; --early-horizon 4)"
+        " batches (batch 11)"
     )
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex64, torch.bfloat16])
+def test_parameters_of_every_dtype_are_measured(dtype):
+    # float64 and complex take their norms in their own precision, bfloat16 in float32
+    torch.manual_seed(0)
+    model = nn.Linear(8, 8, bias=False).to(dtype)
+    opt = torch.optim.SGD(model.parameters(), lr=1e3)
+    x = torch.randn(4, 8).to(dtype)
+    start = ring_now().end_seq
+    debug = ovf.DebugUnderflowOverflow(model, on_nan="continue", early=True)
+    try:
+        w = model.weight.detach().clone()
+        model(x).abs().pow(2).mean().backward()
+        opt.step()
+    finally:
+        debug.remove()
+    (warning,) = warnings_in(records_since(ring_now(), start))
+    ratio = ((model.weight.detach() - w).norm() / w.norm()).item()
+    assert warning.abs_max == pytest.approx(ratio, rel=1e-2)

@@ -188,7 +188,8 @@ class DebugUnderflowOverflow:
         if _active is self and self._joined:
             _active = None  # the session is the first activation's: it goes on
         elif _active is self:
-            _ovf.set_control(observe=0)
+            # nothing is watched now: no op observer, no optimizer step measured
+            _ovf.set_control(observe=0, early_horizon=0, update_ratio_max=0.0)
             _ovf.sync_op_observer()
             # Frames whose device statistics are on their way: a raise they call
             # for is raised here, once the session is closed.

@@ -18,15 +18,17 @@ field at 0 costs one read of it."""
 
 import importlib
 import math
+import sys
 import weakref
 
 import torch
 
-from . import _ovf
+from . import _hooks, _ovf
 
 SAMPLE = 4096  # elements of each parameter the ratio is measured on
 
 _installed = False
+_failed = False  # a hook failed: measuring is off for the process
 # optimizer -> _Sample of its parameters before the step being taken
 _samples = weakref.WeakKeyDictionary()
 
@@ -44,7 +46,7 @@ class _Sample:
     def __init__(self, indices, params):
         self.indices = indices
         self.params = params
-        self.key = [id(p) for p in params]
+        self.key = _key(params)
         # what a sampled squared norm stands for: the whole parameter
         self.weights = [p.numel() / max(1, _sampled(p).numel()) for p in params]
         with torch.no_grad():
@@ -62,8 +64,32 @@ def install():
     _installed = True
     # torch/optim/__init__.py deletes its `optimizer` name: ask importlib for the module
     optim = importlib.import_module("torch.optim.optimizer")
-    optim.register_optimizer_step_pre_hook(_copy_before)
-    optim.register_optimizer_step_post_hook(_measure_after)
+    optim.register_optimizer_step_pre_hook(_guarded(_copy_before))
+    optim.register_optimizer_step_post_hook(_guarded(_measure_after))
+
+
+def _guarded(hook):
+    """`hook`, whose own failure turns the measurement off with one line instead of
+    breaking the user's optimizer.step(); EarlyWarningError (a warning) goes through."""
+
+    def run(optimizer, *args):
+        global _failed
+        if _failed:
+            return
+        try:
+            hook(optimizer, *args)
+        except (_hooks.EarlyWarningError, KeyboardInterrupt):
+            raise
+        except Exception as e:  # noqa: BLE001 - any failure of ovf's own, said once
+            _failed = True
+            _samples.clear()
+            print(
+                f"ovf: internal error measuring the optimizer step ({type(e).__name__}: {e}); "
+                "the update-to-weight ratio is no longer measured",
+                file=sys.stderr,
+            )
+
+    return run
 
 
 def _copy_before(optimizer, *_):
@@ -82,11 +108,11 @@ def _copy_before(optimizer, *_):
         return
     sample = _samples.get(optimizer)
     with torch.no_grad():
-        if sample is None or sample.key != [id(p) for p in params]:
+        if sample is None or sample.key != _key(params):
             sample = _samples[optimizer] = _Sample(indices, params)
         else:
             torch._foreach_copy_(sample.before, [_sampled(p) for p in params])
-        sample.sizes = torch._foreach_norm(sample.before, 2, dtype=torch.float32)
+        sample.sizes = _norms(sample.before)
     sample.taken = True
 
 
@@ -97,7 +123,7 @@ def _measure_after(optimizer, *_):
     sample.taken = False
     with torch.no_grad():
         torch._foreach_sub_(sample.before, [_sampled(p) for p in sample.params])  # now -dw
-        change = _host(torch._foreach_norm(sample.before, 2, dtype=torch.float32))
+        change = _host(_norms(sample.before))
     size = _host(sample.sizes)
     total = math.sqrt(sum(w * s * s for w, s in zip(sample.weights, size, strict=True)))
     moved = math.sqrt(sum(w * c * c for w, c in zip(sample.weights, change, strict=True)))
@@ -111,6 +137,29 @@ def _measure_after(optimizer, *_):
     )
 
 
+def _key(params):
+    """What a kept sample is valid for: the same parameters, of the same shapes."""
+    return [(id(p), p.shape) for p in params]
+
+
+# Norms in float32 where a parameter's own precision would overflow its sum of squares
+# (float16 at 256 per element); float32, float64 and complex in their own.
+_LOW_PRECISION = {torch.float16, torch.bfloat16}
+
+
+def _norms(tensors):
+    """The 2-norms of `tensors`, 0-dim tensors on their devices, in their order."""
+    low = [i for i, t in enumerate(tensors) if t.dtype in _LOW_PRECISION]
+    rest = [i for i, t in enumerate(tensors) if t.dtype not in _LOW_PRECISION]
+    out = [None] * len(tensors)
+    for members, dtype in ((low, torch.float32), (rest, None)):
+        if members:
+            found = torch._foreach_norm([tensors[i] for i in members], 2, dtype=dtype)
+            for i, n in zip(members, found, strict=True):
+                out[i] = n
+    return out
+
+
 def _host(norms):
     """0-dim tensors' values on the host: one read per device."""
     out = [0.0] * len(norms)
@@ -118,7 +167,7 @@ def _host(norms):
     for i, n in enumerate(norms):
         by_device.setdefault(n.device, []).append(i)
     for members in by_device.values():
-        values = torch.stack([norms[i] for i in members]).tolist()
+        values = torch.stack([norms[i].double() for i in members]).tolist()
         for i, v in zip(members, values, strict=True):
             out[i] = v
     return out

@@ -158,6 +158,15 @@ def _env_int(name, text):
         ) from None
 
 
+def _env_switch(name, text):
+    """An on/off variable: "1" on, "" or "0" off."""
+    if text.strip() not in ("", "0", "1"):
+        raise OptionError(
+            f"ovf: environment variable {name} must be 1 (on) or 0 (off); got {text!r}"
+        )
+    return text.strip() == "1"
+
+
 def _env_float(name, text):
     try:
         return float(text)
@@ -190,7 +199,7 @@ def from_environment(environ=None):
         "condition": env.get("OVF_IF", "").strip() or None,
         "scaler_skips": 0,
         "scale_floor": 1.0,
-        "early": env.get("OVF_EARLY", "").strip() not in ("", "0"),
+        "early": _env_switch("OVF_EARLY", env.get("OVF_EARLY", "")),
         "early_horizon": EARLY_HORIZON,
         "update_ratio": UPDATE_RATIO,
     }
