@@ -11,6 +11,7 @@ sys.path.insert(0, os.path.join(TOP, "plugin"))
 from ovf_ring.core_target import (
     CoreTarget,
 )  # noqa: E402 - the reader of ovf.postmortem, no debugger
+from ovf_ring.layout import LAYOUT_VERSION  # noqa: E402
 from ovf_ring.ring import locate  # noqa: E402
 
 
@@ -57,8 +58,8 @@ def test_layout_version_from_the_future(debugger):
     )
     assert (
         out.count(
-            "ovf: the ring has layout version 9, newer than this ovf debugger extension reads (4); "
-            "use the extension that ships with the runtime (version 0.1.0)"
+            "ovf: the ring has layout version 9, newer than this ovf debugger extension reads"
+            f" ({LAYOUT_VERSION}); use the extension that ships with the runtime (version 0.1.0)"
         )
         == 2
     )
