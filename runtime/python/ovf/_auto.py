@@ -147,8 +147,7 @@ def enable(
         "headroom_dtype": _options.headroom_code(headroom),
         "scaler_max_skips": _options.scaler_skips(scaler_skips),
         "scale_floor": _options.scale_floor(scale_floor),
-        "early_horizon": _options.early_horizon(early_horizon) if early else 0,
-        "update_ratio_max": _options.update_ratio(update_ratio) if early else 0.0,
+        **_options.early_control(early, early_horizon, update_ratio),
     }
     wait_timeout = _options.seconds(wait_timeout)
     if condition is not None:

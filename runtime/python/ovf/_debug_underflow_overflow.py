@@ -87,10 +87,7 @@ class DebugUnderflowOverflow:
             raise _options.OptionError(
                 f"ovf: optimizers must be False, True or 'state'; got {optimizers!r}"
             )
-        early_control = {
-            "early_horizon": _options.early_horizon(early_horizon) if early else 0,
-            "update_ratio_max": _options.update_ratio(update_ratio) if early else 0.0,
-        }
+        early_control = _options.early_control(early, early_horizon, update_ratio)
         self._handles = []
         if _active is not None:
             _active.remove()

@@ -47,10 +47,10 @@ class _Sample:
         self.indices = indices
         self.params = params
         self.key = _key(params)
-        # what a sampled squared norm stands for: the whole parameter
-        self.weights = [p.numel() / max(1, _sampled(p).numel()) for p in params]
         with torch.no_grad():
             self.before = [_sampled(p).clone() for p in params]
+        # what a sampled squared norm stands for: the whole parameter
+        self.weights = [p.numel() / b.numel() for p, b in zip(params, self.before, strict=True)]
         self.taken = False  # the buffers hold this step's "before"
         self.sizes = None  # sampled |w| before the step, on the parameters' devices
 
@@ -123,8 +123,10 @@ def _measure_after(optimizer, *_):
     sample.taken = False
     with torch.no_grad():
         torch._foreach_sub_(sample.before, [_sampled(p) for p in sample.params])  # now -dw
-        change = _host(_norms(sample.before))
-    size = _host(sample.sizes)
+        change = _norms(sample.before)
+    # one read of both: the sizes taken before the step and the change
+    values = _host(sample.sizes + change)
+    size, change = values[: len(change)], values[len(change) :]
     total = math.sqrt(sum(w * s * s for w, s in zip(sample.weights, size, strict=True)))
     moved = math.sqrt(sum(w * c * c for w, c in zip(sample.weights, change, strict=True)))
     ratio = moved / total if total > 0 else math.nan

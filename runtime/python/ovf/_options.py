@@ -149,6 +149,15 @@ def update_ratio(value, where="update_ratio"):
     return _magnitude(value, where, "a finite number >= 0 (0: steps not measured)")
 
 
+def early_control(early, horizon, ratio):
+    """The control block's early-warning fields for early=, early_horizon=, update_ratio=
+    (both 0 when early is off: nothing followed, nothing measured)."""
+    return {
+        "early_horizon": early_horizon(horizon) if early else 0,
+        "update_ratio_max": update_ratio(ratio) if early else 0.0,
+    }
+
+
 def _env_int(name, text):
     try:
         return int(text)
