@@ -79,7 +79,7 @@ def title(ring, event):
 
 
 def _counts(line):
-    dtype = layout.DTYPE_NAMES[line.dtype] if line.dtype < len(layout.DTYPE_NAMES) else "unknown"
+    dtype = layout.dtype_name(line.dtype)
     finite = line.numel - line.nan_count - line.pos_inf_count - line.neg_inf_count
     span = (
         f"finite abs min {format_8_2e(line.abs_min).strip()}, abs max"

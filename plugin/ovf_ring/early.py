@@ -18,14 +18,9 @@ def _g(x):
 def text(ring, r):
     """The warning in one line, without the "ovf: early warning at batch N: " head."""
     if r.cause_seq != layout.NO_SEQ:  # a module's growth
-        dtype = (
-            # torch's name, as the runtime's dtype_name says it
-            "float8_e4m3fn"
-            if r.dtype == layout.HEADROOM_DTYPES["fp8_e4m3"][0]
-            else layout.DTYPE_NAMES[r.dtype]
-            if r.dtype < len(layout.DTYPE_NAMES)
-            else "unknown"
-        )
+        # torch's name for float8 e4m3, as the runtime's dtype_name says it in the process
+        fp8_e4m3 = r.dtype == layout.HEADROOM_DTYPES["fp8_e4m3"][0]
+        dtype = "float8_e4m3fn" if fp8_e4m3 else layout.dtype_name(r.dtype)
         batches = "batch" if r.skips_in_row == 1 else "batches"
         growth = _g(r.abs_max / r.scale_before)
         return (
@@ -43,6 +38,6 @@ def text(ring, r):
     return out
 
 
-def line(ring, r):
-    """ "ovf: early warning at batch 2: ..." as the process prints it."""
-    return f"ovf: early warning at batch {r.batch}: {text(ring, r)}"
+def line(ring, r, prefix="ovf: "):
+    """ "ovf: early warning at batch 2: ..." as the process prints it (`prefix`: "ovf: ")."""
+    return f"{prefix}early warning at batch {r.batch}: {text(ring, r)}"

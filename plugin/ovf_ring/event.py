@@ -122,9 +122,7 @@ def line_fields(ring, event, bit, line):
         "batch": header.batch,
         "kind": layout.KIND_NAMES[line.kind],
         "label": ring.text(line.name_id if event.checkpoint is not None else line.label_id),
-        "dtype": (
-            layout.DTYPE_NAMES[line.dtype] if line.dtype < len(layout.DTYPE_NAMES) else "unknown"
-        ),
+        "dtype": layout.dtype_name(line.dtype),
         "event": bit_name(bit),
     }
 
@@ -141,7 +139,7 @@ def describe_seq(ring, seq):
     if r.kind == layout.KIND_SCALER:
         return f"record {seq}, batch {r.batch}, {scaler.update_text(ring, r)}"
     if r.kind == layout.KIND_WARNING:
-        return f"record {seq}, batch {r.batch}, early warning: {early.text(ring, r)}"
+        return f"record {seq}, {early.line(ring, r, prefix='')}"
     if r.kind == layout.KIND_FRAME:
         return f"record {seq}, batch {r.batch}, {ring.text(r.name_id)} ({ring.text(r.label_id)})"
     frame = ring.record(r.frame_seq)

@@ -96,6 +96,13 @@ DTYPE_NAMES = (
     "uint32",
     "uint64",
 )
+
+
+def dtype_name(code):
+    """An enum ovf_dtype value's name ("unknown" for one this reader does not know)."""
+    return DTYPE_NAMES[code] if code < len(DTYPE_NAMES) else "unknown"
+
+
 FLOAT_DTYPES = frozenset({1, 2, 3, 4, 5, 6, 13, 14})
 
 # enum ovf_record_flags

@@ -165,7 +165,7 @@ def _line(ring, r):
     out = {"seq": r.seq, "kind": layout.KIND_NAMES[r.kind], "label": ring.text(r.label_id)}
     if r.flags & layout.FLAG_HAS_STATS:
         out.update(
-            dtype=layout.DTYPE_NAMES[r.dtype] if r.dtype < len(layout.DTYPE_NAMES) else "unknown",
+            dtype=layout.dtype_name(r.dtype),
             numel=r.numel,
             nan=r.nan_count,
             pos_inf=r.pos_inf_count,

@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 
-from . import early, layout, snapshot
+from . import layout, snapshot
 from .errors import OvfError
 from .event import describe_seq
 from .identity import device_text, rank_text
@@ -281,8 +281,6 @@ def _describe(ring, seq):
         return describe_seq(ring, seq)
     if r.kind in (layout.KIND_FRAME, layout.KIND_STEP):
         return f"record {seq}, batch {r.batch}, {_frame_name(ring, r)}"
-    if r.kind == layout.KIND_WARNING:
-        return f"record {seq}, {early.line(ring, r).removeprefix('ovf: ')}"
     if r.kind in (layout.KIND_OP_OUTPUT, layout.KIND_BUFFER, layout.KIND_GRAD):
         module = ring.module(r.context_id, "(no module)")
         what = {

@@ -105,7 +105,7 @@ def summary(core, ring_notes=False):
         f"{core.path}: {process_text(h)}, batch {h.batch}, {h.frames_written} frames",
         f"first non-finite: {first}",
         *([f"loss scaler: {scaled}"] if scaled else []),
-        *([early.line(core.ring, warned).removeprefix("ovf: ")] if warned is not None else []),
+        *([early.line(core.ring, warned, prefix="")] if warned is not None else []),
         *(f"{'  ' if i else 'loss scaler gave up: '}{line}" for i, line in enumerate(gave_up)),
         *device.status_lines(h),
         *core.notes,

@@ -106,7 +106,7 @@ def _describe(local):
         if local.device_type == 0
         else (f"cuda:{local.device_index}" if local.device_type == 1 else "other device")
     )
-    text = f"{local.name}: {local.type} {snapshot.dtype_name(local.dtype)}[{shape}] {device}"
+    text = f"{local.name}: {local.type} {layout.dtype_name(local.dtype)}[{shape}] {device}"
     bad = local.nan_count + local.pos_inf_count + local.neg_inf_count
     if local.flags & snapshot.LOCAL_HAS_STATS and bad:
         text += (

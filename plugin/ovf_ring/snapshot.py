@@ -6,7 +6,6 @@ only, every count capped, the magic, version and completion checked."""
 import struct
 from collections import namedtuple
 
-from . import layout
 from .errors import OvfError
 from .target import TargetMemoryError
 
@@ -134,7 +133,3 @@ def stale_note(ring, snap):
         f"ovf: this snapshot was taken at record {snap.event_seq}; the latest event is record "
         f"{ring.header.last_event_seq}\n"
     )
-
-
-def dtype_name(dtype):
-    return layout.DTYPE_NAMES[dtype] if dtype < len(layout.DTYPE_NAMES) else "unknown"

@@ -87,7 +87,7 @@ def _ring_lines(ring):
         out.append(f"loss scaler: {scaled}")
     warned = early.warning(ring)
     if warned is not None:
-        out.append(early.line(ring, warned).removeprefix("ovf: "))
+        out.append(early.line(ring, warned, prefix=""))
     event = last_event(ring)
     if event is not None:
         out.append(f"last event: {_bits(event.bits)} at " + describe_seq(ring, event.seq))
