@@ -11,6 +11,9 @@ round (medians reported), one thread:
   reference  what transformers.debug_utils does per tensor (written for this
              benchmark): abs(), min(), max(), isnan().any(), isinf().any(),
              each with a host read (.item()).
+  cast       ovf._ovf.stats(tensor, casts=True): the same pass, also counting what
+             casts to float16, bfloat16 and both float8 types would lose (12
+             counts; --cast-shares, ovf watch --cast); "cast/ovf" is its cost.
 
 GB/s counts the tensor's bytes once per call. The target is ovf >= 0.5 x the
 floor at 1e6 and 1e7 elements. ovf's time includes one Python -> C++ call and
@@ -133,7 +136,8 @@ def main(argv=None):
         f"{'dtype':<9} {'elements':>9} {'MB':>7} |"
         f" {'floor GB/s':>10} {'ovf GB/s':>9} {'ref GB/s':>9} |"
         f" {'ovf/floor':>9} {'ref/floor':>9} {'ovf/ref':>8} |"
-        f" {'ovf engine GB/s':>15} {'engine/floor':>12}"
+        f" {'ovf engine GB/s':>15} {'engine/floor':>12} |"
+        f" {'cast GB/s':>9} {'cast/ovf':>8}"
     )
     print(header)
     print("-" * len(header))
@@ -149,6 +153,7 @@ def main(argv=None):
                     "floor": lambda: lib.ovf_read_floor(ptr, nbytes),  # noqa: B023
                     "ovf": lambda: stats(t),  # noqa: B023
                     "reference": lambda: reference_stats(t),  # noqa: B023
+                    "cast": lambda: stats(t, casts=True),  # noqa: B023
                 },
                 rounds,
                 budget_s,
@@ -173,7 +178,8 @@ def main(argv=None):
                     f"{row['dtype']:<9} {n:>9.0e} {row['mb']:>7.2f} |"
                     f" {gbps['floor']:>10.1f} {gbps['ovf']:>9.1f} {gbps['reference']:>9.2f} |"
                     f" {row['ovf_floor']:>9.2f} {row['ref_floor']:>9.3f} {row['ovf_ref']:>8.1f} |"
-                    f" {engine_gbps:>15.1f} {row['engine_floor']:>12.2f}"
+                    f" {engine_gbps:>15.1f} {row['engine_floor']:>12.2f} |"
+                    f" {gbps['cast']:>9.1f} {sec['cast'] / sec['ovf']:>8.2f}"
                 ),
                 flush=True,
             )

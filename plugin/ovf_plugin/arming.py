@@ -11,7 +11,7 @@ import fnmatch
 import os
 from dataclasses import dataclass, field
 
-from ovf_ring import layout
+from ovf_ring import cast, layout
 
 # The early warning's defaults, as the runtime's (_options.py EARLY_HORIZON, UPDATE_RATIO).
 EARLY_HORIZON = 4
@@ -46,6 +46,8 @@ class Arming:
     update_ratio: float = (
         UPDATE_RATIO  # --update-ratio: an optimizer step's |dw|/|w| that stops (0: off)
     )
+    cast: str = None  # watch --cast: a layout.CAST_TARGETS name; lines count cast losses
+    cast_limits: tuple = (None, None, None)  # --overflow, --flush, --subnormal shares
     touched: set = field(default_factory=set)  # control fields a command has set
 
     # -------------------------------------------------------------- runtime side
@@ -69,6 +71,7 @@ class Arming:
             # a loss scaler that gives up found NaN/Inf gradients step after step
             (layout.STOP_SCALER, self.nan or self.inf),
             (layout.STOP_EARLY, self.early),
+            (layout.STOP_CAST, self.cast_stops()),
         ):
             mask = mask | bit if on else mask & ~bit
         return mask
@@ -78,7 +81,7 @@ class Arming:
         armed = []
         if self.nan or self.inf:
             armed.append((self.module, self.after_batch))
-        if self.above is not None or self.below is not None:
+        if self.above is not None or self.below is not None or self.cast_stops():
             armed.append((self.watch_module, 0))
         if self.trace_batches:
             armed.append((self.trace_module, 0))
@@ -102,10 +105,17 @@ class Arming:
             "OVF_STOP": ",".join(name for name, bit in layout.STOP_NAMES if self.stop_mask() & bit),
             "OVF_OBSERVE": (
                 ",".join(
-                    name for name, on in (("ops", self.ops), ("backward", self.backward)) if on
+                    name
+                    for name, on in (
+                        ("ops", self.ops),
+                        ("backward", self.backward),
+                        ("cast", self.cast is not None),
+                    )
+                    if on
                 )
                 or None
             ),
+            **self._cast_environment(),
             "OVF_HEADROOM": self.headroom,
             "OVF_SCALER_SKIPS": str(self.scaler_skips) if self.scaler_skips else None,
             "OVF_SCALE_FLOOR": repr(self.scale_floor) if self.scale_floor != 1.0 else None,
@@ -126,6 +136,16 @@ class Arming:
                 else None
             ),
         }
+        return env
+
+    def cast_stops(self):
+        return self.cast is not None and any(x is not None for x in self.cast_limits)
+
+    def _cast_environment(self):
+        names = ("OVF_CAST_OVERFLOW", "OVF_CAST_FLUSH", "OVF_CAST_SUBNORMAL")
+        env = {"OVF_CAST": self.cast if self.cast_stops() else None}
+        for name, limit in zip(names, self.cast_limits, strict=True):
+            env[name] = repr(limit) if self.cast_stops() and limit is not None else None
         return env
 
     def control_writes(self, control):
@@ -157,6 +177,18 @@ class Arming:
                 ("early_horizon", self.early_horizon if self.early else 0),
                 ("update_ratio_max", self.update_ratio if self.early else 0.0),
             ]
+        if "cast" in self.touched:
+            target = layout.CAST_TARGETS.index(self.cast) if self.cast is not None else 0
+            limits = [
+                x if x is not None and self.cast is not None else -1.0 for x in self.cast_limits
+            ]
+            writes += [
+                ("observe", self.observe()),
+                ("cast_target", target),
+                ("cast_overflow_max", limits[0]),
+                ("cast_flush_max", limits[1]),
+                ("cast_subnormal_max", limits[2]),
+            ]
         if "headroom" in self.touched:
             writes.append(
                 ("headroom_dtype", layout.HEADROOM_DTYPES[self.headroom][0] if self.headroom else 0)
@@ -170,8 +202,10 @@ class Arming:
 
     def observe(self):
         """control.observe: what the runtime checks beyond module forwards."""
-        return (layout.OBSERVE_OPS if self.ops else 0) | (
-            layout.OBSERVE_BACKWARD if self.backward else 0
+        return (
+            (layout.OBSERVE_OPS if self.ops else 0)
+            | (layout.OBSERVE_BACKWARD if self.backward else 0)
+            | (layout.OBSERVE_CAST if self.cast is not None else 0)
         )
 
     # -------------------------------------------------------------- debugger side
@@ -186,6 +220,8 @@ class Arming:
             return self.above is not None and _matches(module, self.watch_module)
         if bit == layout.STOP_BELOW:
             return self.below is not None and _matches(module, self.watch_module)
+        if bit == layout.STOP_CAST:
+            return self.cast_stops() and _matches(module, self.watch_module)
         if bit == layout.STOP_TRACED:
             return (
                 bool(self.trace_batches)
@@ -245,6 +281,16 @@ class Arming:
             lines.append(f"stop when abs max > {self.above:g}{of_max}" + _where(self.watch_module))
         if self.below is not None:
             lines.append(f"stop when non-zero abs min < {self.below:g}" + _where(self.watch_module))
+        if self.cast_stops():
+            lines.append(
+                "stop at "
+                + cast.limits_text(self.cast, self.cast_limits)
+                + _where(self.watch_module)
+            )
+        elif self.cast is not None:
+            lines.append(
+                "count what casts to fp16, bf16 and fp8 would lose (ovf frames --headroom)"
+            )
         if self.trace_batches:
             lines.append(
                 "trace batches "

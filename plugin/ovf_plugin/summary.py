@@ -2,7 +2,7 @@
 
 import os
 
-from ovf_ring import compiled, device, early, layout, scaler, snapshot
+from ovf_ring import cast, compiled, device, early, layout, scaler, snapshot
 from ovf_ring.errors import OvfError
 from ovf_ring.event import bit_name
 from ovf_ring.frames import previous_frame, walk_back
@@ -41,6 +41,8 @@ def title(ring, event):
             text += f" ({ring.control.above / target[1]:g} of {target[0]}'s max {target[1]:g})"
     elif bits & layout.STOP_BELOW:
         text = f"non-zero abs min below {format_8_2e(ring.control.below).strip()}"
+    elif bits & layout.STOP_CAST:
+        text = cast.event_text(ring.control)
     elif bits & layout.STOP_ABORT_AFTER:
         return (
             f"batch {h.batch - 1} finished (abort-after {ring.control.abort_after_batch}); "
@@ -112,6 +114,8 @@ def _culprit(ring, event, bit, line):
     lo, hi = reference_min_max(line)
     if bit == layout.STOP_BELOW:
         value = f"non-zero abs min {format_8_2e(line.abs_min_nonzero).strip()}"
+    elif bit == layout.STOP_CAST:
+        value = cast.culprit_text(line, ring.control)
     else:
         value = f"abs max {format_8_2e(hi).strip()}"
     text = f"{where}: {label} {value}"

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, field
 
-from . import early, layout, scaler
+from . import cast, early, layout, scaler
 from .frames import frame_at
 from .ring import BadSlot
 
@@ -89,6 +89,8 @@ def offending_lines(lines, bits, control):
                 found.append((layout.STOP_ABOVE, line))
             if bits & layout.STOP_BELOW and line.abs_min_nonzero < control.below:
                 found.append((layout.STOP_BELOW, line))
+            if bits & layout.STOP_CAST and cast.over_limit(line, control) is not None:
+                found.append((layout.STOP_CAST, line))
     return found
 
 

@@ -1,4 +1,4 @@
-"""The ring's bytes, as runtime/include/ovf/ring.h lays them out (layout versions 1 to 5).
+"""The ring's bytes, as runtime/include/ovf/ring.h lays them out (layout versions 1 to 6).
 
 Versions: fields never move; additions go into reserved space and bump the
 version; a reader reads every version it knows and names a newer one as such.
@@ -12,7 +12,10 @@ record's loss-scaler fields (144-171: scale_before, scale_after, cause_seq,
 skips_in_row), the SCALER kind, the EXPECTED flag, the SCALER stop bit and the
 control block's scaler_max_skips (576) and scale_floor (584); version 5 adds the
 WARNING kind (an early warning, in the same record fields), the EARLY stop bit and
-the control block's early_horizon (580) and update_ratio_max (592).
+the control block's early_horizon (580) and update_ratio_max (592); version 6
+has 256-byte records with the cast counts (172-219: what casts to float16,
+bfloat16 and the float8 types would lose, flagged CAST), the CAST stop bit and
+observe bit, and the control block's cast_target (600) and cast limits (608-631).
 
 Every field is listed with its offset and struct code, so that one table drives
 decoding, control-block writes and the test that compiles ring.h and compares
@@ -25,10 +28,11 @@ from collections import namedtuple
 
 MAGIC = 0x474E49522D46564F  # "OVF-RING" as a little-endian u64
 MAGIC_BYTES = struct.pack("<Q", MAGIC)
-LAYOUT_VERSION = 5
+LAYOUT_VERSION = 6
 HEADER_SIZE = 1024
-RECORD_SIZE = 192
-RECORD_SIZES = {1: 128, 2: 192, 3: 192, 4: 192, 5: 192}  # every layout version this reader knows
+RECORD_SIZE = 256
+# every layout version this reader knows
+RECORD_SIZES = {1: 128, 2: 192, 3: 192, 4: 192, 5: 192, 6: 256}
 CONTROL_OFFSET = 256
 CONTROL_SIZE = 640
 NO_SEQ = 0xFFFFFFFFFFFFFFFF
@@ -121,6 +125,7 @@ FLAG_CONSTANT = 1 << 11  # deliberate NaN/Inf: a constant argument, made from co
 FLAG_PENDING = 1 << 12  # device statistics not arrived yet (fast device mode)
 FLAG_COMPILED = 1 << 13  # a frame from a torch.compile'd graph (fused ops unseen)
 FLAG_EXPECTED = 1 << 14  # made in an expected region (GradScaler's scaled backward); CONSTANT too
+FLAG_CAST = 1 << 15  # cast_counts hold what casts to the narrow types would lose (layout 6)
 
 # enum ovf_device_mode (header device_mode)
 DEVICE_MODE_NONE, DEVICE_MODE_FAST, DEVICE_MODE_EXACT = 0, 1, 2
@@ -147,6 +152,7 @@ STOP_PRODUCER_ONLY = 1 << 6  # modifier: NaN/Inf events only where produced (or 
 STOP_BACKWARD = 1 << 7
 STOP_SCALER = 1 << 8  # a loss scaler gave up: skips in a row, or its scale below the floor
 STOP_EARLY = 1 << 9  # an early warning: growth toward the dtype's limit, or a huge update (5)
+STOP_CAST = 1 << 10  # a line's cast to control.cast_target loses more than a limit (6)
 STOP_NAMES = (
     ("nan", STOP_NAN),
     ("inf", STOP_INF),
@@ -158,6 +164,7 @@ STOP_NAMES = (
     ("backward", STOP_BACKWARD),
     ("scaler", STOP_SCALER),
     ("early", STOP_EARLY),
+    ("cast", STOP_CAST),
 )
 
 # Headroom targets (enum ovf_dtype values): name -> (dtype, largest finite, smallest normal)
@@ -184,6 +191,25 @@ def headroom(r):
 OBSERVE_OPS = 1 << 0
 OBSERVE_BACKWARD = 1 << 1
 OBSERVE_OPTIMIZER_STATE = 1 << 2
+OBSERVE_CAST = 1 << 3  # every floating line counts what casts would lose (layout 6)
+
+# enum ovf_cast_target / ovf_cast_loss: a record's cast_counts[target * 3 + loss]
+CAST_TARGETS = ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2")  # the names --cast takes
+CAST_TARGET_DTYPES = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+CAST_LOSSES = ("overflow", "flush", "subnormal")
+
+
+def cast_shares(r):
+    """{target: (overflow, flush, subnormal) as shares of r's elements} for a line
+    recorded with cast counts (FLAG_CAST); None otherwise."""
+    if not r.flags & FLAG_CAST or not r.numel:
+        return None
+    return {
+        name: tuple(r.cast_counts[t * 3 + k] / r.numel for k in range(3))
+        for t, name in enumerate(CAST_TARGETS)
+    }
+
+
 NO_ID = 0xFFFFFFFF
 
 # enum ovf_on_event, index = value
@@ -246,6 +272,7 @@ RECORD_FIELDS = (
     ("scale_after", 152, "d"),
     ("cause_seq", 160, "Q"),
     ("skips_in_row", 168, "I"),
+    ("cast_counts", 172, "12I"),  # layout 6: one tuple, index target * 3 + loss
 )
 
 CONTROL_FIELDS = (
@@ -267,6 +294,10 @@ CONTROL_FIELDS = (
     ("early_horizon", 580, "I"),  # layout 5
     ("scale_floor", 584, "d"),
     ("update_ratio_max", 592, "d"),  # layout 5
+    ("cast_target", 600, "I"),  # layout 6
+    ("cast_overflow_max", 608, "d"),
+    ("cast_flush_max", 616, "d"),
+    ("cast_subnormal_max", 624, "d"),
 )
 
 HEADER_FIELDS = (
@@ -308,6 +339,9 @@ HEADER_FIELDS = (
 )
 
 RECORD_STRUCT, RECORD_OFFSETS = _table(RECORD_FIELDS, RECORD_SIZE)
+_NO_CASTS = (0,) * 12
+# Versions 2 to 5: the fields before cast_counts, in 192 bytes.
+_RECORD_V2_STRUCT, _ = _table(RECORD_FIELDS[:-1], RECORD_SIZES[2])
 # Version 1: the same fields up to aux_id, in 128 bytes.
 _V1_FIELDS = [name for name, _, _ in RECORD_FIELDS].index("aux_id") + 1
 _RECORD_V1_STRUCT, _ = _table(RECORD_FIELDS[:_V1_FIELDS], RECORD_SIZES[1])
@@ -350,20 +384,25 @@ def decode_header(data):
 def encode_record(record, version=LAYOUT_VERSION):
     """The bytes of `record` (a Record) in layout `version`: what the runtime of
     that version writes (tests build rings of every version with it)."""
+    if version >= 6:
+        return RECORD_STRUCT.pack(*record[:-1], *record.cast_counts)
     if version != 1:
-        return RECORD_STRUCT.pack(*record)
+        return _RECORD_V2_STRUCT.pack(*record[:-1])
     if record.kind in TENSOR_LINE_KINDS:
         record = record._replace(context_id=record.headroom_dtype, aux_id=record.headroom_underflow)
     return _RECORD_V1_STRUCT.pack(*record[:_V1_FIELDS])
 
 
 def decode_record(data, offset=0, version=LAYOUT_VERSION):
-    """A Record of layout `version`, in version 4's fields."""
+    """A Record of layout `version`, in version 6's fields."""
+    if version >= 6:
+        values = RECORD_STRUCT.unpack_from(data, offset)
+        return Record._make(values[:-12] + (values[-12:],))
     if version != 1:
-        r = Record._make(RECORD_STRUCT.unpack_from(data, offset))
+        r = Record._make(_RECORD_V2_STRUCT.unpack_from(data, offset) + (_NO_CASTS,))
         return r if version >= 4 else r._replace(**_BEFORE_V4)
     values = _RECORD_V1_STRUCT.unpack_from(data, offset)
-    r = Record._make(values + (0, 0, NO_ID, NO_ID, 0.0, 0.0, NO_SEQ, 0))
+    r = Record._make(values + (0, 0, NO_ID, NO_ID, 0.0, 0.0, NO_SEQ, 0, _NO_CASTS))
     if r.kind in TENSOR_LINE_KINDS:  # the union held headroom for a frame's tensor lines
         return r._replace(
             headroom_dtype=r.context_id, headroom_underflow=r.aux_id, context_id=NO_ID, aux_id=NO_ID

@@ -176,6 +176,11 @@ def _line(ring, r):
             abs_max=_number(r.abs_max),
             abs_min_nonzero=_number(r.abs_min_nonzero),
         )
+        if r.flags & layout.FLAG_CAST:  # counts, as recorded: {"fp16": {"overflow": 0, ...}}
+            out["cast"] = {
+                name: dict(zip(layout.CAST_LOSSES, r.cast_counts[t * 3 : t * 3 + 3], strict=True))
+                for t, name in enumerate(layout.CAST_TARGETS)
+            }
     elif r.flags & layout.FLAG_PENDING:
         out["pending"] = True
     elif r.flags & layout.FLAG_NO_DATA:

@@ -1,7 +1,9 @@
 """The picture `ovf plot` draws, as plain data read from the ring: log10 of each
 module's output abs max (rows: modules in the order their forwards finished, as
 the report lists frames) over frames or batches (columns), which cells hold a
-NaN/Inf, where the first non-finite value and the latest event are.
+NaN/Inf, where the first non-finite value and the latest event are. With a cast
+target (--cast), a cell is instead the share of the outputs' values that a cast
+to it would lose (overflow, flush to zero or turn subnormal; layout 6's counts).
 
 Reading only (no matplotlib): the drawing is ovf_plugin.plot's, in the
 debugger's or the post-mortem process, or in a child of the training process
@@ -28,6 +30,8 @@ class Options:
     batches: bool = False  # columns are batches (else frames)
     ops: bool = False  # rows are the op observer's records (module, op)
     last: int = None  # the newest N columns
+    cast: str = None  # a layout.CAST_TARGETS name: cells are shares a cast would lose
+    loss: str = "overflow"  # ... to this one of layout.CAST_LOSSES
 
 
 @dataclass
@@ -46,6 +50,7 @@ class Picture:
     cells: list
     marks: list = field(default_factory=list)
     notes: list = field(default_factory=list)
+    shares: bool = False  # cells are shares of values (--cast), not abs maxima
 
     def to_json(self):
         return json.dumps(asdict(self))
@@ -58,23 +63,42 @@ class Picture:
 # ---------------------------------------------------------------- reading
 
 
-class _Cell:
-    __slots__ = ("value", "nonfinite")
+def _abs_max(record):
+    bad = record.nan_count + record.pos_inf_count + record.neg_inf_count
+    if bad >= record.numel or not math.isfinite(record.abs_max):
+        return None  # no finite element: its abs max says nothing
+    return record.abs_max
 
-    def __init__(self):
+
+def _cast_share(target, loss):
+    """A record's share of values a cast to `target` loses to `loss`; None where
+    the counts were not kept."""
+    index = layout.CAST_TARGETS.index(target) * 3 + layout.CAST_LOSSES.index(loss)
+
+    def share(record):
+        if not record.flags & layout.FLAG_CAST:
+            return None
+        return record.cast_counts[index] / record.numel
+
+    return share
+
+
+class _Cell:
+    __slots__ = ("value", "nonfinite", "measure")
+
+    def __init__(self, measure=_abs_max):
         self.value = None
         self.nonfinite = False
+        self.measure = measure
 
     def add(self, record):
         if not record.flags & layout.FLAG_HAS_STATS or record.numel == 0:
             return
-        bad = record.nan_count + record.pos_inf_count + record.neg_inf_count
-        if bad:
+        if record.nan_count + record.pos_inf_count + record.neg_inf_count:
             self.nonfinite = True
-        if bad >= record.numel or not math.isfinite(record.abs_max):
-            return  # no finite element: its abs max says nothing
-        if self.value is None or record.abs_max > self.value:
-            self.value = record.abs_max
+        value = self.measure(record)
+        if value is not None and (self.value is None or value > self.value):
+            self.value = value
 
 
 def collect(ring, options=None, program=""):
@@ -82,6 +106,7 @@ def collect(ring, options=None, program=""):
     run in the title ("" : the script the event snapshot names, if any)."""
     options = options or Options()
     by_batch = options.batches
+    measure = _abs_max if options.cast is None else _cast_share(options.cast, options.loss)
     rows = {}  # row key -> label
     cells = {}  # (row key, column key) -> _Cell
     column_batch = {}  # column key -> batch
@@ -110,7 +135,7 @@ def collect(ring, options=None, program=""):
         order[row] = min(order.get(row, key), key)
         found = cells.get((row, column))
         if found is None:
-            found = cells[(row, column)] = _Cell()
+            found = cells[(row, column)] = _Cell(measure)
         return found
 
     for seq in range(ring.floor_seq, ring.end_seq):
@@ -219,11 +244,8 @@ def collect(ring, options=None, program=""):
         title=_title(ring, program),
         subtitle=_subtitle(h),
         columns_are="batch" if by_batch else "frame",
-        value_is=(
-            "log10 of the abs max of each op's output"
-            if options.ops
-            else "log10 of the abs max of each module's outputs"
-        ),
+        value_is=_value_is(options),
+        shares=options.cast is not None,
         rows=[rows[k] for k in row_keys],
         columns=[
             {
@@ -271,6 +293,16 @@ def collect(ring, options=None, program=""):
             )
             del picture.marks[1]
     return picture
+
+
+def _value_is(options):
+    if options.cast is None:
+        whose = "each op's output" if options.ops else "each module's outputs"
+        return f"log10 of the abs max of {whose}"
+    verb = {"overflow": "overflow", "flush": "flush to zero", "subnormal": "make subnormal"}
+    # short: the colour bar's label (render.py also tells op records by "op's output")
+    whose = "op's output" if options.ops else "output"
+    return f"log10 share of the {whose} a cast to {options.cast} would {verb[options.loss]}"
 
 
 def _describe(ring, seq):

@@ -4,7 +4,7 @@ runtime's C++ formatter (runtime/src/report.cpp) writes it."""
 import math
 from dataclasses import replace
 
-from . import layout
+from . import cast, layout
 
 PREFIX = " " * 17  # DebugUnderflowOverflow.prefix
 COLUMN_HEADER = "abs min  abs max  metadata"  # f"{'abs min':8} {'abs max':8} metadata"
@@ -142,12 +142,13 @@ def format_op(r, text, module=None):
 
 
 def headroom_suffix(r):
-    """ "  [fp16: 0.96 of max, 3 below normal]" for a line recorded with headroom."""
-    h = layout.headroom(r)
-    if h is None or not r.flags & layout.FLAG_HAS_STATS or not r.numel:
+    """ "  [fp16: 0.96 of max, 3 below normal]" for a line recorded with headroom,
+    then its cast shares where they were counted (cast.suffix)."""
+    if not r.flags & layout.FLAG_HAS_STATS or not r.numel:
         return ""
-    name, fraction, below = h
-    return f"  [{name}: {fraction:.2f} of max, {below} below normal]"
+    h = layout.headroom(r)
+    own = "" if h is None else f"  [{h[0]}: {h[1]:.2f} of max, {h[2]} below normal]"
+    return own + cast.suffix(r)
 
 
 def format_frame(frame, text, with_ops=False, with_headroom=False, module=None):
@@ -161,7 +162,8 @@ def format_frame(frame, text, with_ops=False, with_headroom=False, module=None):
             [format_record(r, text, module) for r in frame.markers]
             + [
                 f"{PREFIX} {where} {text(frame.header.name_id)}",
-                format_op(frame.header, text, module),
+                format_op(frame.header, text, module)
+                + (headroom_suffix(frame.header) if with_headroom else ""),
             ]
         )
     return "\n".join(

@@ -4,7 +4,7 @@
 
 namespace ovf {
 
-const NamedBit kStopBitNames[10] = {{"nan", OVF_STOP_NAN},
+const NamedBit kStopBitNames[11] = {{"nan", OVF_STOP_NAN},
                                     {"inf", OVF_STOP_INF},
                                     {"above", OVF_STOP_ABOVE},
                                     {"below", OVF_STOP_BELOW},
@@ -13,11 +13,13 @@ const NamedBit kStopBitNames[10] = {{"nan", OVF_STOP_NAN},
                                     {"producer_only", OVF_STOP_PRODUCER_ONLY},
                                     {"backward", OVF_STOP_BACKWARD},
                                     {"scaler", OVF_STOP_SCALER},
-                                    {"early", OVF_STOP_EARLY}};
+                                    {"early", OVF_STOP_EARLY},
+                                    {"cast", OVF_STOP_CAST}};
 
-const NamedBit kObserveBitNames[3] = {{"ops", OVF_OBSERVE_OPS},
+const NamedBit kObserveBitNames[4] = {{"ops", OVF_OBSERVE_OPS},
                                       {"backward", OVF_OBSERVE_BACKWARD},
-                                      {"optimizer_state", OVF_OBSERVE_OPTIMIZER_STATE}};
+                                      {"optimizer_state", OVF_OBSERVE_OPTIMIZER_STATE},
+                                      {"cast", OVF_OBSERVE_CAST}};
 
 namespace {
 const char* const kOnEventNames[] = {"raise", "warn", "abort", "wait", "continue"};
@@ -69,9 +71,9 @@ std::string parse_bit_names(const std::string& text, const char* where, const Na
   return "";
 }
 
-template std::string parse_bit_names(const std::string&, const char*, const NamedBit (&)[10],
+template std::string parse_bit_names(const std::string&, const char*, const NamedBit (&)[11],
                                      uint32_t*);
-template std::string parse_bit_names(const std::string&, const char*, const NamedBit (&)[3],
+template std::string parse_bit_names(const std::string&, const char*, const NamedBit (&)[4],
                                      uint32_t*);
 
 std::string write_module_glob(const std::string& glob) {

@@ -23,8 +23,8 @@ struct NamedBit {
 };
 
 // enum ovf_stop_bits and enum ovf_observe_bits by name, in the contract's order.
-extern const NamedBit kStopBitNames[10];
-extern const NamedBit kObserveBitNames[3];
+extern const NamedBit kStopBitNames[11];
+extern const NamedBit kObserveBitNames[4];
 
 // enum ovf_on_event by name ("raise", ..., "continue"); "unknown" out of range.
 const char* on_event_name(uint32_t on_event);

@@ -36,7 +36,7 @@ void FrameBuilder::add_tensor(ovf_record_kind kind, uint32_t label_id, const Ten
     records_.front().flags |= OVF_FLAG_TRUNCATED;
     return;
   }
-  add_stats(kind, label_id, compute_stats_cpu(view), view.dtype, device);
+  add_stats(kind, label_id, compute_stats_cpu(view, cast_counts_asked()), view.dtype, device);
   const ovf_dtype against = headroom_dtype();
   if (against != OVF_DTYPE_UNKNOWN) set_headroom(against, headroom_underflow(view, against));
 }
@@ -78,6 +78,10 @@ void FrameBuilder::set_headroom(ovf_dtype against, uint64_t underflow) {
 ovf_dtype headroom_dtype() {
   const auto d = static_cast<ovf_dtype>(read_control(ovf_state.control.headroom_dtype));
   return dtype_max(d) > 0 ? d : OVF_DTYPE_UNKNOWN;
+}
+
+bool cast_counts_asked() {
+  return (read_control(ovf_state.control.observe) & OVF_OBSERVE_CAST) != 0;
 }
 
 uint64_t headroom_underflow(const TensorView& view, ovf_dtype against) {

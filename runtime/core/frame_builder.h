@@ -62,6 +62,9 @@ class FrameBuilder {
 // control.headroom_dtype, when it names a floating dtype (else OVF_DTYPE_UNKNOWN).
 ovf_dtype headroom_dtype();
 
+// Whether lines count what casts would lose (control.observe has OVF_OBSERVE_CAST).
+bool cast_counts_asked();
+
 // The headroom count of `view` against `against`: finite non-zero values below
 // its smallest normal (0 for non-floating tensors).
 uint64_t headroom_underflow(const TensorView& view, ovf_dtype against);

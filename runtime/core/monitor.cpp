@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "cast_loss.h"
 #include "control.h"
 #include "monitor_lines.h"
 #include "record.h"
@@ -28,7 +29,8 @@ uint32_t threshold_bits(const ovf_record& r) {
   if (!is_floating(static_cast<ovf_dtype>(r.dtype))) return 0;
   const ovf_control& c = ovf_state.control;
   return (r.abs_max > read_control(c.above) ? uint32_t{OVF_STOP_ABOVE} : 0u) |
-         (r.abs_min_nonzero < read_control(c.below) ? uint32_t{OVF_STOP_BELOW} : 0u);
+         (r.abs_min_nonzero < read_control(c.below) ? uint32_t{OVF_STOP_BELOW} : 0u) |
+         (cast_loss_over_limit(r, c) >= 0 ? uint32_t{OVF_STOP_CAST} : 0u);
 }
 
 // The "<label> has nans" / "has infs" lines the reference prints for a line.
@@ -70,6 +72,8 @@ std::string Monitor::start_session(const SessionOptions& o) {
   std::memset(c.module_glob, 0, OVF_GLOB_SIZE);
   c.observe = 0;
   c.headroom_dtype = 0;
+  c.cast_target = 0;
+  c.cast_overflow_max = c.cast_flush_max = c.cast_subnormal_max = -1;  // off
   // The control block shows a debugger the first OVF_MAX_TRACE_BATCHES; the
   // reference takes any number, kept here (in_trace_batch).
   trace_batches_ = o.trace_batch_nums;

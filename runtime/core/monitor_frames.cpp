@@ -79,7 +79,7 @@ uint32_t Monitor::classify(std::vector<ovf_record>& records, const FrameContext&
   // hold: NaN/Inf seen in a traced batch is remembered and reported at the
   // next untraced frame.
   const uint32_t nonfinite = line_events & (OVF_STOP_NAN | OVF_STOP_INF);
-  uint32_t raw = line_events & (OVF_STOP_ABOVE | OVF_STOP_BELOW);
+  uint32_t raw = line_events & (OVF_STOP_ABOVE | OVF_STOP_BELOW | OVF_STOP_CAST);
   if (context.trace_mode) raw |= OVF_STOP_TRACED;
   if (context.reference_prints) {
     pending_detection_ |= nonfinite;

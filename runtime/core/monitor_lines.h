@@ -14,7 +14,7 @@ namespace ovf {
 // Appends a BATCH_START marker for `batch`.
 void append_batch_marker(uint64_t batch);
 
-// The ABOVE / BELOW stop bits a floating line's magnitudes raise.
+// The ABOVE / BELOW / CAST stop bits a floating line's statistics raise.
 uint32_t threshold_bits(const ovf_record& r);
 
 // The "<label> has nans" / "has infs" lines the reference prints for a line.

@@ -1,5 +1,6 @@
 #include "record.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace ovf {
@@ -31,12 +32,15 @@ ovf_record make_line(ovf_record_kind kind, uint32_t label_id, const Stats& s, ov
 }
 
 void set_stats(ovf_record& r, const Stats& s) {
-  r.flags &= ~uint32_t{OVF_FLAG_HAS_STATS | OVF_FLAG_EMPTY | OVF_FLAG_NONFINITE};
+  r.flags &= ~uint32_t{OVF_FLAG_HAS_STATS | OVF_FLAG_EMPTY | OVF_FLAG_NONFINITE | OVF_FLAG_CAST};
   if (s.has_stats) {
     r.flags |= OVF_FLAG_HAS_STATS;
     if (s.numel == 0) r.flags |= OVF_FLAG_EMPTY;
     if (s.nonfinite()) r.flags |= OVF_FLAG_NONFINITE;
+    if (s.has_cast) r.flags |= OVF_FLAG_CAST;
   }
+  for (int k = 0; k < kCastCounts; ++k)
+    r.cast_counts[k] = static_cast<uint32_t>(std::min<uint64_t>(s.cast.n[k], UINT32_MAX));
   r.numel = s.numel;
   r.nan_count = s.nan_count;
   r.pos_inf_count = s.pos_inf_count;

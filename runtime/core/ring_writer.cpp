@@ -198,6 +198,7 @@ std::string ring_configure(const RingConfig& config) {
   c.below = 0;
   c.after_batch = 0;
   c.abort_after_batch = -1;
+  c.cast_overflow_max = c.cast_flush_max = c.cast_subnormal_max = -1;  // off
 
   // Id 0 is what a full table hands out, so it must read as such.
   add_string_locked("<string table full>");

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "cast_loss.h"
 #include "ovf/ring.h"
 
 namespace ovf {
@@ -34,6 +35,10 @@ struct Stats {
   double abs_max = 0;          // 0 when no finite element
   double abs_min_nonzero = 0;  // +inf when no finite non-zero element
   bool has_stats = false;      // false for dtypes the engine cannot read
+  // What casts to the narrow types would lose (cast_loss.h), when asked for and
+  // the dtype is a real floating one.
+  bool has_cast = false;
+  CastCounts cast;
 
   bool nonfinite() const { return nan_count + pos_inf_count + neg_inf_count > 0; }
   uint64_t finite_count() const { return numel - nan_count - pos_inf_count - neg_inf_count; }
@@ -45,7 +50,8 @@ inline bool same_stats(const Stats& a, const Stats& b) {
   return a.has_stats == b.has_stats && a.numel == b.numel && a.nan_count == b.nan_count &&
          a.pos_inf_count == b.pos_inf_count && a.neg_inf_count == b.neg_inf_count &&
          a.zero_count == b.zero_count && a.subnormal_count == b.subnormal_count &&
-         a.abs_min == b.abs_min && a.abs_max == b.abs_max && a.abs_min_nonzero == b.abs_min_nonzero;
+         a.abs_min == b.abs_min && a.abs_max == b.abs_max &&
+         a.abs_min_nonzero == b.abs_min_nonzero && a.has_cast == b.has_cast && a.cast == b.cast;
 }
 
 // Bytes per element, 0 for OVF_DTYPE_UNKNOWN.

@@ -40,15 +40,16 @@ const detail::ScanTable& scan_table() {
 struct ScanFloatType {
   detail::ScanFn fn;
   uint64_t inf_bits;
+  detail::CountBelowFn below;
 };
 
 bool scan_float_type(ovf_dtype dtype, ScanFloatType* out) {
   const auto& t = scan_table();
   switch (dtype) {
-    case OVF_DTYPE_FLOAT64: *out = {t.float64, 0x7ff0000000000000ull}; return true;
-    case OVF_DTYPE_FLOAT32: *out = {t.float32, 0x7f800000u}; return true;
-    case OVF_DTYPE_FLOAT16: *out = {t.float16, 0x7c00u}; return true;
-    case OVF_DTYPE_BFLOAT16: *out = {t.bfloat16, 0x7f80u}; return true;
+    case OVF_DTYPE_FLOAT64: *out = {t.float64, 0x7ff0000000000000ull, t.below64}; return true;
+    case OVF_DTYPE_FLOAT32: *out = {t.float32, 0x7f800000u, t.below32}; return true;
+    case OVF_DTYPE_FLOAT16: *out = {t.float16, 0x7c00u, t.below16}; return true;
+    case OVF_DTYPE_BFLOAT16: *out = {t.bfloat16, 0x7f80u, t.below16}; return true;
     default: return false;
   }
 }
@@ -101,15 +102,31 @@ uint64_t count_elements(const TensorView& v) {
   return n;
 }
 
-Stats stats_float_bits(const TensorView& v, const ScanFloatType& t, int elem_size) {
+Stats stats_float_bits(const TensorView& v, const ScanFloatType& t, int elem_size,
+                       bool with_casts) {
   detail::BitAcc acc{t.inf_bits, 0, t.inf_bits};
+  // The cast counts read each chunk right after the statistics loop did, while
+  // it is still in L1: one pass over memory for both.
+  const CastBounds* bounds = with_casts ? cast_bounds(v.dtype) : nullptr;
+  uint64_t below[kCastCounts] = {};
+  const auto scan = [&](const char* p, uint64_t n) {
+    if (bounds == nullptr) {
+      t.fn(p, n, acc);
+      return;
+    }
+    for (uint64_t done = 0; done < n; done += detail::kCountChunk) {
+      const uint64_t m = std::min(detail::kCountChunk, n - done);
+      t.fn(p + done * elem_size, m, acc);
+      t.below(p + done * elem_size, m, bounds->bits, below);
+    }
+  };
   // Strided runs are gathered into a small stack buffer and scanned like
   // contiguous memory: one set of inner loops serves every layout.
   alignas(64) unsigned char buffer[4096];
   const int64_t per_chunk = static_cast<int64_t>(sizeof buffer) / elem_size;
   const bool ok = for_each_run(v, elem_size, [&](const char* p, int64_t n, int64_t step) {
     if (step == elem_size) {
-      t.fn(p, static_cast<uint64_t>(n), acc);
+      scan(p, static_cast<uint64_t>(n));
       return;
     }
     for (int64_t done = 0; done < n;) {
@@ -117,21 +134,27 @@ Stats stats_float_bits(const TensorView& v, const ScanFloatType& t, int elem_siz
       for (int64_t i = 0; i < m; ++i) {
         std::memcpy(buffer + i * elem_size, p + (done + i) * step, elem_size);
       }
-      t.fn(buffer, static_cast<uint64_t>(m), acc);
+      scan(reinterpret_cast<const char*>(buffer), static_cast<uint64_t>(m));
       done += m;
     }
   });
   if (!ok) return Stats{};
-  return finish_float(acc, count_elements(v), v.dtype, t.inf_bits, v.negated);
+  Stats s = finish_float(acc, count_elements(v), v.dtype, t.inf_bits, v.negated);
+  if (bounds != nullptr) {
+    s.has_cast = true;
+    s.cast = cast_counts_from_below(below, s.finite_count(), s.zero_count);
+  }
+  return s;
 }
 
 // Integer, bool, complex and fp8 elements: decoded one at a time through
 // magnitude(); these dtypes are rare in activations, clarity wins here.
 template <typename MagnitudeFn>
 Stats stats_by_magnitude(const TensorView& v, int elem_size, double min_normal,
-                         MagnitudeFn&& magnitude) {
+                         MagnitudeFn&& magnitude, const CastBounds* bounds = nullptr) {
   Stats s;
   s.has_stats = true;
+  uint64_t below[kCastCounts] = {};
   double mn = kInf, mx = 0, mnz = kInf;
   bool any_non_negative = false;  // only wrapped integer minimums (see integer_magnitude)
   const bool ok = for_each_run(v, elem_size, [&](const char* p, int64_t n, int64_t step) {
@@ -143,6 +166,9 @@ Stats stats_by_magnitude(const TensorView& v, int elem_size, double min_normal,
       } else if (std::isinf(a)) {
         ++(negative != v.negated ? s.neg_inf_count : s.pos_inf_count);
       } else {
+        if (bounds != nullptr) {
+          for (int k = 0; k < kCastCounts; ++k) below[k] += a < bounds->values[k];
+        }
         mn = std::min(mn, a);
         mx = std::max(mx, a);
         any_non_negative = any_non_negative || a >= 0;
@@ -160,6 +186,10 @@ Stats stats_by_magnitude(const TensorView& v, int elem_size, double min_normal,
   s.abs_min = mn;
   s.abs_max = any_non_negative || mn == kInf ? mx : mn;
   s.abs_min_nonzero = mnz;
+  if (bounds != nullptr) {
+    s.has_cast = true;
+    s.cast = cast_counts_from_below(below, s.finite_count(), s.zero_count);
+  }
   return s;
 }
 
@@ -200,11 +230,12 @@ TensorView unnegated(TensorView v) {
 
 }  // namespace
 
-Stats compute_stats_cpu(const TensorView& v) {
+Stats compute_stats_cpu(const TensorView& v, bool with_casts) {
   const int elem_size = dtype_size(v.dtype);
   if (elem_size == 0 || (v.data == nullptr && count_elements(v) != 0)) return Stats{};
   ScanFloatType float_type;
-  if (scan_float_type(v.dtype, &float_type)) return stats_float_bits(v, float_type, elem_size);
+  if (scan_float_type(v.dtype, &float_type))
+    return stats_float_bits(v, float_type, elem_size, with_casts);
   switch (v.dtype) {
     case OVF_DTYPE_INT64: return stats_by_magnitude(v, 8, 1, integer_magnitude<int64_t>);
     case OVF_DTYPE_INT32: return stats_by_magnitude(v, 4, 1, integer_magnitude<int32_t>);
@@ -227,11 +258,14 @@ Stats compute_stats_cpu(const TensorView& v) {
       const ovf_dtype dtype = v.dtype;
       const double min_normal =
           dtype == OVF_DTYPE_FLOAT8_E4M3 ? std::ldexp(1.0, -6) : std::ldexp(1.0, -14);
-      return stats_by_magnitude(v, 1, min_normal, [dtype](const char* p, bool* negative) {
-        const double x = element_to_double(p, dtype);
-        *negative = std::signbit(x);
-        return std::fabs(x);
-      });
+      return stats_by_magnitude(
+          v, 1, min_normal,
+          [dtype](const char* p, bool* negative) {
+            const double x = element_to_double(p, dtype);
+            *negative = std::signbit(x);
+            return std::fabs(x);
+          },
+          with_casts ? cast_bounds(dtype) : nullptr);
     }
     default: return Stats{};
   }

@@ -10,7 +10,8 @@ namespace ovf {
 
 // Reads every element once, allocates nothing. Returns has_stats = false for an
 // unknown dtype; an empty tensor gives numel = 0 with has_stats = true.
-Stats compute_stats_cpu(const TensorView& view);
+// with_casts: real floating types also count what casts would lose (has_cast).
+Stats compute_stats_cpu(const TensorView& view, bool with_casts = false);
 
 // The same over a contiguous buffer of n elements (what benchmarks and tests call).
 Stats compute_stats_contiguous(const void* data, ovf_dtype dtype, uint64_t n);

@@ -22,8 +22,17 @@ struct BitAcc {
 // Scans n contiguous elements into acc.
 using ScanFn = void (*)(const void* data, uint64_t n, BitAcc& acc);
 
+// Adds to below[k], k < kCountLimits, how many of n contiguous elements have
+// abs bits below limits[k] (every limit at most the type's Inf pattern): what
+// the cast counts are made of (cast_loss.h). n is at most kCountChunk.
+constexpr int kCountLimits = 12;
+constexpr uint64_t kCountChunk = 8192;
+using CountBelowFn = void (*)(const void* data, uint64_t n, const uint64_t* limits,
+                              uint64_t* below);
+
 struct ScanTable {
   ScanFn float64, float32, float16, bfloat16;
+  CountBelowFn below64, below32, below16;  // by element width
 };
 
 ScanTable scan_table_base();

@@ -37,6 +37,17 @@ py::dict stats_dict(const ovf::Stats& s) {
   d["abs_min"] = s.abs_min;
   d["abs_max"] = s.abs_max;
   d["abs_min_nonzero"] = s.abs_min_nonzero;
+  if (s.has_cast) {
+    py::dict cast;
+    for (int t = 0; t < OVF_CAST_TARGETS; ++t) {
+      py::dict losses;
+      losses["overflow"] = s.cast.at(t, OVF_CAST_OVERFLOW);
+      losses["flush"] = s.cast.at(t, OVF_CAST_FLUSH);
+      losses["subnormal"] = s.cast.at(t, OVF_CAST_SUBNORMAL);
+      cast[ovf::cast_target_name(t)] = losses;
+    }
+    d["cast"] = cast;
+  }
   return d;
 }
 
@@ -46,19 +57,19 @@ const at::Tensor& tensor_argument(py::handle obj, const char* function) {
   return THPVariable_Unpack(obj.ptr());
 }
 
-py::object tensor_stats(py::handle obj) {
+py::object tensor_stats(py::handle obj, bool casts) {
   ovf::TensorView view;
   if (!ovf::readable_view(tensor_argument(obj, "stats"), &view)) return py::none();
-  return stats_dict(ovf::compute_stats_cpu(view));
+  return stats_dict(ovf::compute_stats_cpu(view, casts));
 }
 
 // The device engine's statistics of a tensor on any device (the portable
 // backend, or CUDA's), waited for: what tests compare with the CPU engine.
-py::object device_stats(py::handle obj) {
+py::object device_stats(py::handle obj, bool casts) {
   const at::Tensor& t = tensor_argument(obj, "device_stats");
   ovf::TensorView view;
   if (!ovf::device_view(t, &view)) return py::none();
-  return stats_dict(ovf::device_stats_now(t, view.dtype));
+  return stats_dict(ovf::device_stats_now(t, view.dtype, casts));
 }
 
 // _ovf.set_control(field=value, ...): the control block fields the Python API sets.
@@ -91,6 +102,14 @@ void set_control(py::kwargs fields) {
       c.early_horizon = v.cast<uint32_t>();
     else if (key == "update_ratio_max")
       c.update_ratio_max = v.cast<double>();
+    else if (key == "cast_target")
+      c.cast_target = v.cast<uint32_t>();
+    else if (key == "cast_overflow_max")
+      c.cast_overflow_max = v.cast<double>();
+    else if (key == "cast_flush_max")
+      c.cast_flush_max = v.cast<double>();
+    else if (key == "cast_subnormal_max")
+      c.cast_subnormal_max = v.cast<double>();
     else if (key == "module_glob") {
       const std::string error = ovf::write_module_glob(v.cast<std::string>());
       if (!error.empty()) throw py::value_error(error);
@@ -118,6 +137,10 @@ py::dict control() {
   d["scale_floor"] = c.scale_floor;
   d["early_horizon"] = c.early_horizon;
   d["update_ratio_max"] = c.update_ratio_max;
+  d["cast_target"] = c.cast_target;
+  d["cast_overflow_max"] = c.cast_overflow_max;
+  d["cast_flush_max"] = c.cast_flush_max;
+  d["cast_subnormal_max"] = c.cast_subnormal_max;
   return d;
 }
 
@@ -222,8 +245,10 @@ PYBIND11_MODULE(_ovf, m) {
   m.attr("DEVICE_MODES") = py::dict(py::arg("fast") = int(OVF_DEVICE_MODE_FAST),
                                     py::arg("exact") = int(OVF_DEVICE_MODE_EXACT));
   m.def("detect_overflow", &ovf::detect_overflow, py::arg("var"), py::arg("ctx"));
-  m.def("stats", &tensor_stats, "One-pass stats of a CPU tensor as a dict (None if unreadable).");
-  m.def("device_stats", &device_stats,
+  m.def("stats", &tensor_stats, py::arg("tensor"), py::arg("casts") = false,
+        "One-pass stats of a CPU tensor as a dict (None if unreadable); casts: with what "
+        "casts to the narrow types would lose (key 'cast').");
+  m.def("device_stats", &device_stats, py::arg("tensor"), py::arg("casts") = false,
         "The device engine's stats of a tensor on any device, as a dict (None if unreadable).");
   m.def("configure_ring", [](uint32_t capacity) {
     ovf::RingConfig config;
@@ -264,6 +289,11 @@ PYBIND11_MODULE(_ovf, m) {
   m.attr("ON_EVENT") = on_event;
   m.attr("STOP_BITS") = bit_names(ovf::kStopBitNames);
   m.attr("OBSERVE_BITS") = bit_names(ovf::kObserveBitNames);
+  // Cast targets (ring.h's ovf_cast_target) by the names --cast takes.
+  m.attr("CAST_TARGETS") =
+      py::dict(py::arg("fp16") = int(OVF_CAST_FLOAT16), py::arg("bf16") = int(OVF_CAST_BFLOAT16),
+               py::arg("fp8_e4m3") = int(OVF_CAST_FLOAT8_E4M3),
+               py::arg("fp8_e5m2") = int(OVF_CAST_FLOAT8_E5M2));
   m.attr("HEADROOM_DTYPES") =
       py::dict(py::arg("fp16") = int(OVF_DTYPE_FLOAT16), py::arg("bf16") = int(OVF_DTYPE_BFLOAT16),
                py::arg("fp8_e4m3") = int(OVF_DTYPE_FLOAT8_E4M3),

@@ -86,7 +86,7 @@ void TensorStatsBatch::submit() {
     if (g == groups_.size()) {
       groups_.emplace_back();
       groups_.back().device = device;
-      if (device.is_cuda() && headroom_ == OVF_DTYPE_UNKNOWN) {
+      if (device.is_cuda() && headroom_ == OVF_DTYPE_UNKNOWN && !with_casts_) {
         groups_.back().cuda = make_cuda_group(device.index());  // null where not built
       }
     }
@@ -130,7 +130,7 @@ void TensorStatsBatch::submit_group(Group& group) {
         if (!group.trial) continue;
       }
       if (!e.on_cuda_backend) e.position = static_cast<int>(rows.size());
-      rows.push_back(portable_stats_row(e.tensor, e.dtype, headroom_));
+      rows.push_back(portable_stats_row(e.tensor, e.dtype, headroom_, with_casts_));
     }
     if (group.cuda && !group.cuda_entries.empty()) group.cuda->submit();
     if (!rows.empty()) {
@@ -221,7 +221,7 @@ void TensorStatsBatch::finish() {
       const double* own_row = rows + static_cast<size_t>(row++) * kPortableColumns;
       if (!same || !e.on_cuda_backend) continue;
       same = same_stats(group.cuda->result(e.position),
-                        stats_from_row(own_row, e.numel, e.swap_infinities));
+                        stats_from_row(own_row, e.numel, e.swap_infinities, e.dtype, false));
     }
     cuda_record_check(group.device.index(), same, failure);
     if (!same) {
@@ -247,7 +247,7 @@ Stats TensorStatsBatch::result(int index) {
   if (!group.host_rows.defined()) return failed(e.numel);
   const double* rows = group.host_rows.data_ptr<double>();
   return stats_from_row(rows + static_cast<size_t>(e.position) * kPortableColumns, e.numel,
-                        e.swap_infinities);
+                        e.swap_infinities, e.dtype, with_casts_);
 }
 
 uint64_t TensorStatsBatch::underflow(int index) {

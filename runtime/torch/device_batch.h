@@ -42,8 +42,10 @@ class TensorStatsBatch : public DeviceStatsBatch {
  public:
   // `late_polls`: ready() says no this many times before it asks the device
   // (OVF_TEST_DEFER: tests make statistics arrive late on purpose).
-  explicit TensorStatsBatch(ovf_dtype headroom, int late_polls = 0)
-      : headroom_(headroom), late_polls_(late_polls) {}
+  // `with_casts`: real floating tensors count what casts would lose (portable
+  // backend only: the CUDA kernels do not count them, nor headroom).
+  TensorStatsBatch(ovf_dtype headroom, bool with_casts, int late_polls = 0)
+      : headroom_(headroom), with_casts_(with_casts), late_polls_(late_polls) {}
   ~TensorStatsBatch() override;
 
   // The tensor's result index. The tensor is kept until submit().
@@ -86,6 +88,7 @@ class TensorStatsBatch : public DeviceStatsBatch {
   void finish();  // once ready or waited: the self-check, the tensors let go
 
   ovf_dtype headroom_;
+  bool with_casts_;
   int late_polls_;
   std::vector<Entry> entries_;
   std::vector<Group> groups_;

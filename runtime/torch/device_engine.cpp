@@ -30,7 +30,8 @@ std::shared_ptr<DeviceStatsBatch> frame_batch(FrameBuilder& frame) {
 }  // namespace
 
 std::shared_ptr<TensorStatsBatch> new_device_batch() {
-  return std::make_shared<TensorStatsBatch>(headroom_dtype(), std::max(test_defer_polls(), 0));
+  return std::make_shared<TensorStatsBatch>(headroom_dtype(), cast_counts_asked(),
+                                            std::max(test_defer_polls(), 0));
 }
 
 StatsRef request_stats(const at::Tensor& t, const TensorView& view,
@@ -68,8 +69,8 @@ void add_device_line(FrameBuilder& frame, ovf_record_kind kind, uint32_t label,
                     batch, index);
 }
 
-Stats device_stats_now(const at::Tensor& t, ovf_dtype dtype) {
-  TensorStatsBatch batch(headroom_dtype());
+Stats device_stats_now(const at::Tensor& t, ovf_dtype dtype, bool with_casts) {
+  TensorStatsBatch batch(headroom_dtype(), with_casts);
   const int index = batch.add(t, dtype);
   batch.submit();
   batch.wait();

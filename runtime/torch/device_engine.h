@@ -44,7 +44,7 @@ StatsRef request_stats(const at::Tensor& tensor, const TensorView& view,
                        std::shared_ptr<TensorStatsBatch>* batch);
 
 // A device tensor's statistics, waited for (has_stats false: not computed).
-Stats device_stats_now(const at::Tensor& tensor, ovf_dtype dtype);
+Stats device_stats_now(const at::Tensor& tensor, ovf_dtype dtype, bool with_casts = false);
 
 }  // namespace ovf
 

@@ -73,7 +73,7 @@ void split(const at::Tensor& t, int64_t limit, std::vector<at::Tensor>& pieces) 
 }
 
 // One pass: the row of a piece whose negative bit is already off.
-at::Tensor piece_row(at::Tensor v, ovf_dtype dtype, ovf_dtype headroom) {
+at::Tensor piece_row(at::Tensor v, ovf_dtype dtype, ovf_dtype headroom, bool with_casts) {
   if (v.is_complex()) {
     // |z| as std::abs gives it (hypot in double, rounded to the part's type):
     // torch's own abs of complex64 overflows and underflows where hypot does not.
@@ -100,7 +100,7 @@ at::Tensor piece_row(at::Tensor v, ovf_dtype dtype, ovf_dtype headroom) {
       headroom == OVF_DTYPE_UNKNOWN
           ? at::zeros({}, a.options().dtype(at::kLong))
           : finite_positive.logical_and(a.lt(dtype_min_normal(headroom))).sum();
-  const at::Tensor columns[kPortableColumns] = {
+  const at::Tensor columns[kCastBelow] = {
       cast.isnan().sum(),
       cast.isposinf().sum(),
       cast.isneginf().sum(),
@@ -114,34 +114,44 @@ at::Tensor piece_row(at::Tensor v, ovf_dtype dtype, ovf_dtype headroom) {
   std::vector<at::Tensor> row;
   row.reserve(kPortableColumns);
   for (const at::Tensor& c : columns) row.push_back(c.to(at::kDouble));
+  // The cast counts' thresholds are values of the tensor's own dtype, exact in
+  // the work type: |x| < value is the CPU engine's compare of abs bits.
+  const CastBounds* bounds = with_casts ? cast_bounds(dtype) : nullptr;
+  for (int k = 0; k < kCastCounts; ++k) {
+    row.push_back(bounds != nullptr ? a.lt(bounds->values[k]).sum().to(at::kDouble)
+                                    : at::zeros({}, a.options().dtype(at::kDouble)));
+  }
   return at::stack(row);
 }
 
 }  // namespace
 
-at::Tensor portable_stats_row(const at::Tensor& t, ovf_dtype dtype, ovf_dtype headroom) {
+at::Tensor portable_stats_row(const at::Tensor& t, ovf_dtype dtype, ovf_dtype headroom,
+                              bool with_casts) {
   // The lazy negative bit is taken off, not resolved (resolving runs neg(),
   // which float8 types lack): the caller swaps the infinities' signs back.
   const at::Tensor v = t.is_neg() ? at::_neg_view(t) : t;
   std::vector<at::Tensor> pieces;
   split(v, elements_per_pass(), pieces);
-  if (pieces.size() == 1) return piece_row(pieces.front(), dtype, headroom);
+  if (pieces.size() == 1) return piece_row(pieces.front(), dtype, headroom, with_casts);
   std::vector<at::Tensor> rows;
   rows.reserve(pieces.size());
-  for (const at::Tensor& piece : pieces) rows.push_back(piece_row(piece, dtype, headroom));
+  for (const at::Tensor& piece : pieces)
+    rows.push_back(piece_row(piece, dtype, headroom, with_casts));
   // Counts add up; the smallest and largest magnitudes are the pieces' least
   // and greatest (a piece without finite values says +inf and 0, as a row does).
   const at::Tensor all = at::stack(rows);
   const at::Tensor sums = all.sum(0), least = all.amin(0), greatest = all.amax(0);
-  const at::Tensor combined[kPortableColumns] = {
+  const at::Tensor combined[kCastBelow] = {
       sums[kNanCount],   sums[kPosInfCount],    sums[kNegInfCount],
       sums[kZeroCount],  sums[kSubnormalCount], least[kAbsMin],
       greatest[kAbsMax], least[kAbsMinNonzero], sums[kUnderflowCount],
   };
-  return at::stack(combined);
+  return at::cat({at::stack(combined), sums.narrow(0, kCastBelow, kCastCounts)});
 }
 
-Stats stats_from_row(const double* row, uint64_t numel, bool swap_infinities) {
+Stats stats_from_row(const double* row, uint64_t numel, bool swap_infinities, ovf_dtype dtype,
+                     bool with_casts) {
   Stats s;
   s.has_stats = true;
   s.numel = numel;
@@ -153,6 +163,12 @@ Stats stats_from_row(const double* row, uint64_t numel, bool swap_infinities) {
   s.abs_min = row[kAbsMin];
   s.abs_max = row[kAbsMax];
   s.abs_min_nonzero = row[kAbsMinNonzero];
+  if (with_casts && cast_bounds(dtype) != nullptr) {
+    uint64_t below[kCastCounts];
+    for (int k = 0; k < kCastCounts; ++k) below[k] = static_cast<uint64_t>(row[kCastBelow + k]);
+    s.has_cast = true;
+    s.cast = cast_counts_from_below(below, s.finite_count(), s.zero_count);
+  }
   return s;
 }
 

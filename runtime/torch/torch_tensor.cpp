@@ -84,7 +84,9 @@ bool stats_view(const at::Tensor& t, TensorView* view) {
 }
 
 Stats tensor_stats(const at::Tensor& t, const TensorView& view) {
-  return uses_device_engine(t) ? device_stats_now(t, view.dtype) : compute_stats_cpu(view);
+  const bool with_casts = cast_counts_asked();
+  return uses_device_engine(t) ? device_stats_now(t, view.dtype, with_casts)
+                               : compute_stats_cpu(view, with_casts);
 }
 
 ovf_record tensor_line(ovf_record_kind kind, uint32_t label_id, const at::Tensor& t,

@@ -355,4 +355,38 @@ TEST(Headroom, Float16SourceAgainstFp8) {
             2u);
 }
 
+// What casts would lose, by hand: each value's fate in float16, bfloat16,
+// float8_e4m3fn and float8_e5m2, repeated past the scan's 8192-element chunks
+// (tests/python/test_cast_shares.py checks the same against torch's casts).
+TEST(StatsCast, Float32ValuesLoseWhatEachCastRoundsAway) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float one[] = {0.0f,   1e-8f,    3e-8f,    1e-5f, 1.0f,
+                       500.0f, 60000.0f, 65520.0f, inf,   std::nanf("")};
+  std::vector<float> data;
+  for (int i = 0; i < 2000; ++i) data.insert(data.end(), std::begin(one), std::end(one));
+  const Stats s = [&] {
+    const int64_t n = static_cast<int64_t>(data.size()), stride = 1;
+    TensorView v;
+    v.data = data.data();
+    v.dtype = OVF_DTYPE_FLOAT32;
+    v.ndim = 1;
+    v.sizes = &n;
+    v.strides = &stride;
+    return ovf::compute_stats_cpu(v, /*with_casts=*/true);
+  }();
+  ASSERT_TRUE(s.has_cast);
+  // {overflow, flush, subnormal} per target, for one copy of `one`
+  const uint64_t want[OVF_CAST_TARGETS][OVF_CAST_LOSSES] = {
+      {1, 1, 2},  // float16: 65520 ties up to inf; 1e-8 <= 2^-25 flushes; 3e-8, 1e-5 subnormal
+      {0, 0, 0},  // bfloat16: float32's range
+      {3, 3, 0},  // e4m3fn: 500 and up pass 464; everything below 2^-10 flushes
+      {1, 2, 1},  // e5m2: 65520 >= 61440; 1e-8, 3e-8 <= 2^-17 flush; 1e-5 subnormal
+  };
+  for (int t = 0; t < OVF_CAST_TARGETS; ++t) {
+    for (int loss = 0; loss < OVF_CAST_LOSSES; ++loss)
+      EXPECT_EQ(s.cast.at(t, loss), 2000 * want[t][loss]) << ovf::cast_target_name(t) << loss;
+  }
+  EXPECT_FALSE(ovf::compute_stats_cpu(TensorView{}, false).has_cast);
+}
+
 }  // namespace

@@ -116,6 +116,7 @@ class RingBuilder:
             device_index=-1,
             abs_min=math.inf,
             abs_min_nonzero=math.inf,
+            cast_counts=(0,) * 12,
         )
         values.update(fields)
         slot = self.seq % self.capacity

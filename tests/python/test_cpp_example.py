@@ -157,7 +157,7 @@ def test_filters_from_the_environment():
             "nan,foo",
             (
                 "ovf: OVF_STOP names values from nan, inf, above, below, traced, abort_after, "
-                "producer_only, backward, scaler, early; got 'foo'"
+                "producer_only, backward, scaler, early, cast; got 'foo'"
             ),
         ),
         (

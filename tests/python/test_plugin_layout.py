@@ -54,6 +54,7 @@ int main() {
   F(ovf_record, scale_after);
   F(ovf_record, cause_seq);
   F(ovf_record, skips_in_row);
+  F(ovf_record, cast_counts);
   first = true;
   std::printf("], \"control\": [");
   F(ovf_control, generation);
@@ -74,6 +75,10 @@ int main() {
   F(ovf_control, early_horizon);
   F(ovf_control, scale_floor);
   F(ovf_control, update_ratio_max);
+  F(ovf_control, cast_target);
+  F(ovf_control, cast_overflow_max);
+  F(ovf_control, cast_flush_max);
+  F(ovf_control, cast_subnormal_max);
   first = true;
   std::printf("], \"header\": [");
   F(ovf_state_t, magic);
@@ -216,6 +221,15 @@ def test_every_enum_value_of_the_header_is_the_readers(enum_values):
         if name.startswith("OVF_ON_EVENT_"):
             assert layout.ON_EVENT_NAMES[value] == name.removeprefix("OVF_ON_EVENT_").lower(), name
             continue
+        if name.startswith("OVF_CAST_"):
+            rest = name.removeprefix("OVF_CAST_").lower()
+            if rest in ("targets", "losses"):
+                assert value == len(getattr(layout, "CAST_" + rest.upper())), name
+            elif rest in layout.CAST_LOSSES:
+                assert layout.CAST_LOSSES[value] == rest, name
+            else:  # OVF_CAST_FLOAT8_E4M3 is torch's float8_e4m3fn
+                assert layout.CAST_TARGET_DTYPES[value].startswith(rest), name
+            continue
         c_prefix, module, py_prefix = next(p for p in PYTHON_NAME if name.startswith(p[0]))
         python = py_prefix + name.removeprefix(c_prefix) if c_prefix.endswith("_") else py_prefix
         assert getattr(module, python) == value, (
@@ -231,6 +245,8 @@ def test_the_runtimes_names_of_stop_and_observe_bits_are_the_readers():
     assert dict(_ovf.STOP_BITS) == dict(layout.STOP_NAMES)
     assert _ovf.OBSERVE_BITS["ops"] == layout.OBSERVE_OPS
     assert _ovf.OBSERVE_BITS["backward"] == layout.OBSERVE_BACKWARD
+    assert _ovf.OBSERVE_BITS["cast"] == layout.OBSERVE_CAST
+    assert dict(_ovf.CAST_TARGETS) == {n: i for i, n in enumerate(layout.CAST_TARGETS)}
     assert dict(_ovf.ON_EVENT) == {n: i for i, n in enumerate(layout.ON_EVENT_NAMES)}
 
 

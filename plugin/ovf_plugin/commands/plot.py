@@ -13,6 +13,8 @@ repeated blocks (layers.0 .. layers.11) fold into one row each.
 import json
 import os
 
+from ovf_ring import layout
+
 from .. import plot
 from . import types
 
@@ -46,6 +48,21 @@ def add_arguments(p):
         help=f"only the newest N columns (default: all the ring holds, at most {plot.MAX_COLUMNS})",
     )
     p.add_argument(
+        "--cast",
+        choices=layout.CAST_TARGETS,
+        default=None,
+        help=(
+            "cells are the share of values a cast to this type would lose (--loss), where the"
+            " cast counts were kept (ovf watch --cast, python3 -m ovf --cast-shares)"
+        ),
+    )
+    p.add_argument(
+        "--loss",
+        choices=layout.CAST_LOSSES,
+        default="overflow",
+        help="with --cast: overflow (default), flush (to zero) or subnormal",
+    )
+    p.add_argument(
         "--json",
         action="store_true",
         help="print what was drawn as one JSON object: rows, columns, the abs max matrix, marks",
@@ -58,7 +75,14 @@ def run(session, args):
     program = plot.script_of(ring)
     if not program and target.kind() == "live":
         program = plot.command_line(pid=ring.header.pid)
-    options = plot.Options(module=args.module, batches=args.batches, ops=args.ops, last=args.last)
+    options = plot.Options(
+        module=args.module,
+        batches=args.batches,
+        ops=args.ops,
+        last=args.last,
+        cast=args.cast,
+        loss=args.loss,
+    )
     # The core the debugger has open, and the one its command line named (a
     # relative name is the command line's: both may be looked at).
     cores = [target.core_file(), target.unopened_core_path()] if target.kind() == "core" else []

@@ -6,7 +6,7 @@ armed for the next `run`.
 
 import datetime
 
-from ovf_ring import compiled, device, early, layout, scaler
+from ovf_ring import cast, compiled, device, early, layout, scaler
 from ovf_ring.errors import OvfError
 from ovf_ring.event import describe_seq, last_event
 from ovf_ring.identity import process_text
@@ -78,7 +78,13 @@ def _ring_lines(ring):
             else ""
         )
         + (f", growth within {c.early_horizon} batches" if c.early_horizon else "")
-        + (f", updates above {c.update_ratio_max:g}x the weights" if c.update_ratio_max else ""),
+        + (f", updates above {c.update_ratio_max:g}x the weights" if c.update_ratio_max else "")
+        + (
+            ", " + cast.limits_text(layout.CAST_TARGETS[c.cast_target], cast.control_limits(c))
+            if c.stop_mask & layout.STOP_CAST and c.cast_target < len(layout.CAST_TARGETS)
+            else ""
+        )
+        + (", cast losses counted" if c.observe & layout.OBSERVE_CAST else ""),
     ]
     out += device.status_lines(h, always=True)
     out.append("first non-finite: " + describe_seq(ring, h.first_nonfinite_seq))

@@ -60,6 +60,17 @@ def fraction(text):
     return value
 
 
+def share(text):
+    """A share of a tensor's values, 0 to 1 (0: the first one)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share (a number from 0 to 1)")
+    return value
+
+
 def threshold(text):
     try:
         value = float(text)

@@ -3,8 +3,11 @@
 `--batches` prints every matching frame of those batches in the reference's
 format (its trace_batch_nums) without stopping. `--above X` stops when a
 float tensor's finite abs max exceeds X (e.g. 1e4: fp16 overflows at 6.5e4),
-`--below Y` when its smallest non-zero |x| falls under Y. `ovf watch off`
-removes all three.
+`--below Y` when its smallest non-zero |x| falls under Y. `--cast fp8_e4m3
+--overflow 0.001` stops when a cast of a tensor to that type would overflow more
+than 0.1% of its values (--flush, --subnormal: flushed to zero, made subnormal);
+`--cast` alone only counts, for `ovf frames --headroom`. `ovf watch off` removes
+them all.
 """
 
 from ovf_ring import layout
@@ -56,6 +59,27 @@ def add_arguments(p):
         ),
     )
     p.add_argument(
+        "--cast",
+        choices=layout.CAST_TARGETS,
+        default=None,
+        help=(
+            "count in every tensor what casts to fp16, bf16 and fp8 would lose; with "
+            "--overflow, --flush or --subnormal stop when a cast to this one loses more"
+        ),
+    )
+    for loss, what in (
+        ("overflow", "overflow (become inf; e4m3: pass its largest value)"),
+        ("flush", "flush to zero"),
+        ("subnormal", "become subnormal"),
+    ):
+        p.add_argument(
+            f"--{loss}",
+            type=types.share,
+            default=None,
+            metavar="S",
+            help=f"with --cast: stop when more than this share of a tensor's values would {what}",
+        )
+    p.add_argument(
         "--fraction",
         type=types.fraction,
         default=0.5,
@@ -70,11 +94,23 @@ def run(session, args):
         a.above = a.below = None
         a.trace_batches = ()
         a.headroom = None
-        a.touched |= {"thresholds", "trace", "headroom"}
+        a.cast, a.cast_limits = None, (None, None, None)
+        a.touched |= {"thresholds", "trace", "headroom", "cast"}
         return session.apply(a)
-    if args.batches is None and args.above is None and args.below is None and args.headroom is None:
-        raise OvfError("ovf watch: give --batches, --above, --below or --headroom (or 'off')")
+    limits = (args.overflow, args.flush, args.subnormal)
+    if args.cast is None and any(x is not None for x in limits):
+        raise OvfError("ovf watch: --overflow, --flush and --subnormal need --cast TYPE")
+    asked = (args.batches, args.above, args.below, args.headroom, args.cast)
+    if all(x is None for x in asked):
+        raise OvfError(
+            "ovf watch: give --batches, --above, --below, --headroom or --cast (or 'off')"
+        )
     glob = "" if args.glob in ("", "*") else args.glob
+    if args.cast is not None:
+        a.cast, a.cast_limits = args.cast, limits
+        if any(x is not None for x in limits):
+            a.watch_module = glob
+        a.touched.add("cast")
     if args.headroom is not None:
         if args.above is not None:
             raise OvfError("ovf watch: --headroom sets the abs max threshold itself; drop --above")

@@ -87,7 +87,7 @@ def render(picture, path, dpi=100, inputs=()):
     if not picture.rows:
         raise OvfError(
             "ovf plot: nothing to draw: the ring holds no "
-            + ("op records" if picture.value_is.endswith("op's output") else "module frames")
+            + ("op records" if "op's output" in picture.value_is else "module frames")
             + " that match"
         )
     try:
@@ -172,7 +172,9 @@ def render(picture, path, dpi=100, inputs=()):
     )
     bar = fig.colorbar(image, cax=bar_ax, extend="min" if zeros else "neither")
     bar.set_label(
-        _escape(picture.value_is) + (" (abs max 0: the bottom)" if zeros else ""), fontsize=8
+        _escape(picture.value_is)
+        + (f" ({'none' if picture.shares else 'abs max 0'}: the bottom)" if zeros else ""),
+        fontsize=8,
     )
     bar.ax.tick_params(labelsize=7)
 
@@ -260,14 +262,15 @@ def render(picture, path, dpi=100, inputs=()):
                 color=drawn.get_color(),
                 transform=blend,
             )
-    for value, colour, dash, text in LIMITS:
+    measured = "share lost" if picture.shares else "abs max"
+    for value, colour, dash, text in () if picture.shares else LIMITS:
         low_ax.axhline(value, color=colour, linestyle=dash, linewidth=1, label=text)
     low_ax.set_yscale("log")
     low_ax.set_xlabel("batch", fontsize=9)
-    low_ax.set_ylabel("abs max", fontsize=9)
+    low_ax.set_ylabel(measured, fontsize=9)
     low_ax.tick_params(labelsize=7)
     low_ax.set_title(
-        f"abs max per batch of the {len(lines)} rows with the most non-finite cells, then the "
+        f"{measured} per batch of the {len(lines)} rows with the most non-finite cells, then the "
         "largest values (X: non-finite)",
         fontsize=9,
         loc="left",

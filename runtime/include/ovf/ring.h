@@ -26,15 +26,34 @@ extern "C" {
 // "OVF-RING" read as a little-endian u64. Written at start-up, not stored in
 // .rodata as a string, so a memory scan for it finds the live state first.
 #define OVF_MAGIC 0x474e49522d46564fULL
-#define OVF_LAYOUT_VERSION 5u
+#define OVF_LAYOUT_VERSION 6u
 #define OVF_HEADER_SIZE 1024u
-#define OVF_RECORD_SIZE 192u
+#define OVF_RECORD_SIZE 256u  // 192 in layouts 2-5, 128 in layout 1
 #define OVF_CONTROL_OFFSET 256u
 #define OVF_CONTROL_SIZE 640u
 #define OVF_NO_SEQ UINT64_MAX  // "none" for sequence-valued fields
 #define OVF_NO_ID UINT32_MAX   // "none" for string-table ids
 #define OVF_GLOB_SIZE 256u
 #define OVF_MAX_TRACE_BATCHES 32u
+
+// What a cast to a narrower floating type would lose (layout 6): a line's
+// cast_counts[target * 3 + loss], saturating at UINT32_MAX. The counts are those
+// of torch's own conversion (round to nearest even): overflow, a finite value
+// that becomes inf (NaN for float8_e4m3fn, which has no inf); flush, a non-zero
+// value that becomes 0; subnormal, one that becomes a non-zero subnormal.
+enum ovf_cast_target {
+  OVF_CAST_FLOAT16 = 0,
+  OVF_CAST_BFLOAT16 = 1,
+  OVF_CAST_FLOAT8_E4M3 = 2,
+  OVF_CAST_FLOAT8_E5M2 = 3,
+  OVF_CAST_TARGETS = 4,
+};
+enum ovf_cast_loss {
+  OVF_CAST_OVERFLOW = 0,
+  OVF_CAST_FLUSH = 1,
+  OVF_CAST_SUBNORMAL = 2,
+  OVF_CAST_LOSSES = 3,
+};
 
 // What a record is. A frame is one FRAME record followed by its lines
 // (WEIGHT, INPUT, OUTPUT, ...) that carry the FRAME's seq in `frame_seq`.
@@ -124,6 +143,9 @@ enum ovf_record_flags {
   // scaled backward and unscale_, ovf.expected_nonfinite()), so also CONSTANT;
   // an op's diagnosis_id still says why (layout 4).
   OVF_FLAG_EXPECTED = 1u << 14,
+  // Line: cast_counts hold what casts to the narrow types would lose (layout 6;
+  // control.observe has OVF_OBSERVE_CAST, the dtype is floating).
+  OVF_FLAG_CAST = 1u << 15,
 };
 
 // One record: a frame header or one tensor line. `seq` is written last (release)
@@ -168,7 +190,9 @@ typedef struct ovf_record {
                           //     non-finite in the scaled backward before the skip;
                           //     OVF_NO_SEQ: none observed (module mode sees no backward op)
   uint32_t skips_in_row;  // 168 SCALER: skipped steps in a row, this one included (0: no skip)
-  uint8_t reserved[OVF_RECORD_SIZE - 172];  // 172 zero; room to grow (bump the version)
+  // Layout 6: lines flagged OVF_FLAG_CAST; index ovf_cast_target * 3 + ovf_cast_loss.
+  uint32_t cast_counts[OVF_CAST_TARGETS * OVF_CAST_LOSSES];  // 172
+  uint8_t reserved[OVF_RECORD_SIZE - 220];  // 220 zero; room to grow (bump the version)
 } ovf_record;
 
 // The part of the state a debugger may write (and only this part). The runtime
@@ -192,6 +216,10 @@ enum ovf_stop_bits {
   // pass its dtype's largest value within control.early_horizon batches, or an
   // optimizer step's update-to-weight ratio exceeds control.update_ratio_max.
   OVF_STOP_EARLY = 1u << 9,
+  // A line's cast to control.cast_target would lose more than a limit (layout 6):
+  // the share of its elements that overflow, flush to zero or turn subnormal
+  // above control.cast_overflow_max, cast_flush_max or cast_subnormal_max.
+  OVF_STOP_CAST = 1u << 10,
 };
 
 // What the runtime observes beyond module forwards (control.observe).
@@ -199,7 +227,8 @@ enum ovf_observe_bits {
   OVF_OBSERVE_OPS = 1u << 0,       // every ATen op's outputs, in the forward pass
   OVF_OBSERVE_BACKWARD = 1u << 1,  // every ATen op run by the backward pass
   OVF_OBSERVE_OPTIMIZER_STATE =
-      1u << 2,  // after a step, the optimizer's state tensors too (Adam's moments)
+      1u << 2,                 // after a step, the optimizer's state tensors too (Adam's moments)
+  OVF_OBSERVE_CAST = 1u << 3,  // every floating line counts what casts would lose (cast_counts)
 };
 
 // What the runtime does after it called the stop hook for an event.
@@ -248,7 +277,14 @@ typedef struct ovf_control {
                                     //      this many batches (0: growth not followed; layout 5)
   double scale_floor;       // +584 OVF_STOP_SCALER when a skip leaves the scale below (0: off)
   double update_ratio_max;  // +592 OVF_STOP_EARLY: an optimizer step's |dw|/|w| above (0: off)
-  uint8_t reserved[OVF_CONTROL_SIZE - 600];  // room to grow
+  // Layout 6: OVF_STOP_CAST. A limit is a share of a line's elements (0..1); a
+  // negative one is off, 0 stops at the first element lost.
+  uint32_t cast_target;                      // +600 enum ovf_cast_target the limits are for
+  uint32_t reserved_cast;                    // +604 zero
+  double cast_overflow_max;                  // +608
+  double cast_flush_max;                     // +616
+  double cast_subnormal_max;                 // +624
+  uint8_t reserved[OVF_CONTROL_SIZE - 632];  // room to grow
 } ovf_control;
 
 // The event snapshot: where the program was when the value was made, taken
@@ -408,7 +444,8 @@ static_assert(offsetof(ovf_record, scale_before) == 144, "layout");
 static_assert(offsetof(ovf_record, scale_after) == 152, "layout");
 static_assert(offsetof(ovf_record, cause_seq) == 160, "layout");
 static_assert(offsetof(ovf_record, skips_in_row) == 168, "layout");
-static_assert(offsetof(ovf_record, reserved) == 172, "layout");
+static_assert(offsetof(ovf_record, cast_counts) == 172, "layout");
+static_assert(offsetof(ovf_record, reserved) == 220, "layout");
 
 static_assert(sizeof(ovf_control) == OVF_CONTROL_SIZE, "control block size is part of the layout");
 static_assert(offsetof(ovf_control, enabled) == 4, "layout");
@@ -428,6 +465,10 @@ static_assert(offsetof(ovf_control, scaler_max_skips) == 576, "layout");
 static_assert(offsetof(ovf_control, early_horizon) == 580, "layout");
 static_assert(offsetof(ovf_control, scale_floor) == 584, "layout");
 static_assert(offsetof(ovf_control, update_ratio_max) == 592, "layout");
+static_assert(offsetof(ovf_control, cast_target) == 600, "layout");
+static_assert(offsetof(ovf_control, cast_overflow_max) == 608, "layout");
+static_assert(offsetof(ovf_control, cast_flush_max) == 616, "layout");
+static_assert(offsetof(ovf_control, cast_subnormal_max) == 624, "layout");
 
 static_assert(sizeof(ovf_snapshot_frame) == 16, "layout");
 static_assert(sizeof(ovf_snapshot_local) == 136, "layout");

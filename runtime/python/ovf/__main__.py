@@ -117,6 +117,14 @@ def _parser():
         ),
     )
     p.add_argument(
+        "--cast-shares",
+        action="store_true",
+        help=(
+            "count in each tensor the values a cast to fp16, bf16, fp8 e4m3 and fp8 e5m2 "
+            "would overflow, flush to zero or make subnormal (ovf frames --headroom, ovf plot)"
+        ),
+    )
+    p.add_argument(
         "--optimizer-state",
         action="store_true",
         help="after each optimizer step also check its state tensors (Adam's moments)",
@@ -191,6 +199,7 @@ def main(argv=None):
                 ("ops", args.ops),
                 ("backward", args.backward),
                 ("optimizer_state", args.optimizer_state),
+                ("cast", args.cast_shares),
             )
             if on
         ),

@@ -110,6 +110,8 @@ def enable(
     early=False,
     early_horizon=_options.EARLY_HORIZON,
     update_ratio=_options.UPDATE_RATIO,
+    cast=None,
+    cast_limits=(None, None, None),
 ):
     """Turns detection on for every model this process runs. Idempotent.
 
@@ -131,6 +133,11 @@ def enable(
     (_options.device_mode_code).
     condition: an --if expression (_condition.py) each NaN/Inf/backward event must
     satisfy, or None.
+    cast, cast_limits: a debugger's stop (`ovf watch --cast`) when a line's cast to
+    this target ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2") would lose more than a
+    share of its values: (overflow, flush, subnormal), None for one not watched.
+    Lines then count their cast losses; without a debugger the stop only marks
+    the ring, as --above does.
 
     Every option is checked before anything is switched on: a refused one
     leaves the process as it was."""
@@ -148,7 +155,10 @@ def enable(
         "scaler_max_skips": _options.scaler_skips(scaler_skips),
         "scale_floor": _options.scale_floor(scale_floor),
         **_options.early_control(early, early_horizon, update_ratio),
+        **_options.cast_control(cast, cast_limits),
     }
+    if cast is not None:
+        control["observe"] |= _options.OBSERVE_BITS["cast"]
     wait_timeout = _options.seconds(wait_timeout)
     if condition is not None:
         from . import _condition
@@ -167,6 +177,8 @@ def enable(
         mask |= _options.STOP_BITS["backward"]
     if early:
         mask |= _options.STOP_BITS["early"]
+    if cast is not None:
+        mask |= _options.STOP_BITS["cast"]
     if not _enabled:
         from . import _early, _optimizer, _raise_points, _scaler, _steps
 
@@ -225,4 +237,6 @@ def enable_from_environment():
         early=opts["early"],
         early_horizon=opts["early_horizon"],
         update_ratio=opts["update_ratio"],
+        cast=opts["cast"],
+        cast_limits=opts["cast_limits"],
     )

@@ -51,6 +51,10 @@ class DebugUnderflowOverflow:
             within early_horizon batches (default 4), or an optimizer step changes
             the weights by more than update_ratio times their size (default 1; 0:
             steps not measured).
+        cast_shares: every tensor also counts the values that a cast to float16,
+            bfloat16, float8_e4m3fn and float8_e5m2 would overflow, flush to zero
+            or make subnormal, in the same pass (ovf frames --headroom, the plot,
+            a debugger's ovf watch --cast).
     """
 
     def __init__(
@@ -69,6 +73,7 @@ class DebugUnderflowOverflow:
         early=False,
         early_horizon=_options.EARLY_HORIZON,
         update_ratio=_options.UPDATE_RATIO,
+        cast_shares=False,
     ):
         global _active
         if not isinstance(model, torch.nn.Module):
@@ -122,6 +127,7 @@ class DebugUnderflowOverflow:
             (bits["ops"] if ops else 0)
             | (bits["backward"] if backward else 0)
             | (bits["optimizer_state"] if optimizers == "state" else 0)
+            | (bits["cast"] if cast_shares else 0)
         )
         # Pre-hooks: the root's starts each batch (the batch rule); with ops observed
         # every module's keeps track of the innermost module, which names the ops.
@@ -158,13 +164,18 @@ class DebugUnderflowOverflow:
         """Batches completed so far (the reference's counter)."""
         return _ovf.batch()
 
-    def plot(self, path, *, module=None, batches=False, ops=False, last=None):
+    def plot(
+        self, path, *, module=None, batches=False, ops=False, last=None, cast=None, loss="overflow"
+    ):
         """Draws what the ring holds into ``path`` (.png, .svg or .pdf), as the
         debuggers' ``ovf plot`` does: log10 of each module's output abs max
         over frames (``batches=True``: over batches), non-finite cells marked,
         the first non-finite value framed, and the abs max per batch against
         the fp16/bf16 limits. ``module``: a glob on module paths; ``ops``: the
-        op records as rows (``ops=True`` above); ``last``: the newest N columns.
+        op records as rows (``ops=True`` above); ``last``: the newest N columns;
+        ``cast`` ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2"): cells are the share of
+        values a cast to it would lose to ``loss`` ("overflow", "flush",
+        "subnormal"), from the counts ``cast_shares=True`` keeps.
 
         The ring is read here; the drawing runs in a child process (matplotlib
         never loads in the training process), which this call waits for, a
@@ -174,7 +185,9 @@ class DebugUnderflowOverflow:
         """
         from . import _plot
 
-        return _plot.plot_own_ring(path, module=module, batches=batches, ops=ops, last=last)
+        return _plot.plot_own_ring(
+            path, module=module, batches=batches, ops=ops, last=last, cast=cast, loss=loss
+        )
 
     def remove(self):
         """Removes the hooks; the ring keeps what it recorded."""

@@ -158,6 +158,36 @@ def early_control(early, horizon, ratio):
     }
 
 
+# Cast targets by the names --cast takes (ring.h's ovf_cast_target), and the losses.
+CAST_TARGETS = dict(_ovf.CAST_TARGETS)
+CAST_LOSSES = ("overflow", "flush", "subnormal")
+
+
+def cast_control(target, limits, where="cast"):
+    """The control block's cast fields for a target name and its (overflow, flush,
+    subnormal) share limits, None for a limit that is off; {} when target is None."""
+    if target is None:
+        if any(x is not None for x in limits):
+            raise OptionError(
+                f"ovf: {where} limits need a target: fp16, bf16, fp8_e4m3 or fp8_e5m2"
+            )
+        return {}
+    if target not in CAST_TARGETS:
+        raise OptionError(f"ovf: {where} must be one of {', '.join(CAST_TARGETS)}; got {target!r}")
+    if all(x is None for x in limits):
+        raise OptionError(
+            f"ovf: {where} {target}: give a share limit (overflow, flush or subnormal)"
+        )
+    out = {"cast_target": CAST_TARGETS[target]}
+    for name, limit in zip(CAST_LOSSES, limits, strict=True):
+        if limit is not None:
+            limit = _magnitude(limit, f"{where} {name}", "a share from 0 to 1")
+            if limit > 1:
+                raise OptionError(f"ovf: {where} {name} must be a share from 0 to 1; got {limit!r}")
+        out[f"cast_{name}_max"] = -1.0 if limit is None else limit
+    return out
+
+
 def _env_int(name, text):
     try:
         return int(text)
@@ -255,6 +285,15 @@ def from_environment(environ=None):
     opts["observe"] = observe_bits(env.get("OVF_OBSERVE", ""), "OVF_OBSERVE")
     opts["headroom"] = env.get("OVF_HEADROOM", "") or None
     headroom_code(opts["headroom"], "OVF_HEADROOM")
+    # A debugger's `ovf watch --cast` armed before `run`.
+    opts["cast"] = env.get("OVF_CAST", "").strip() or None
+    opts["cast_limits"] = tuple(
+        _env_float(f"OVF_CAST_{name.upper()}", env[f"OVF_CAST_{name.upper()}"])
+        if env.get(f"OVF_CAST_{name.upper()}", "").strip()
+        else None
+        for name in CAST_LOSSES
+    )
+    cast_control(opts["cast"], opts["cast_limits"], "OVF_CAST")
     return opts
 
 

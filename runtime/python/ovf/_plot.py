@@ -21,7 +21,9 @@ _PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHILD_TIMEOUT_S = 300
 
 
-def plot_own_ring(path, module=None, batches=False, ops=False, last=None):
+def plot_own_ring(
+    path, module=None, batches=False, ops=False, last=None, cast=None, loss="overflow"
+):
     """Draws this process's ring into `path`; returns the drawn matrix (dict)."""
     # ovf's ring reader, beside this package; reading only, no matplotlib here
     from ovf_ring import picture
@@ -31,7 +33,9 @@ def plot_own_ring(path, module=None, batches=False, ops=False, last=None):
 
     from . import _ovf
 
-    options = picture.Options(module=module, batches=batches, ops=ops, last=last)
+    options = picture.Options(
+        module=module, batches=batches, ops=ops, last=last, cast=cast, loss=loss
+    )
     program = " ".join([os.path.basename(sys.executable), *sys.argv]).strip()
     target = ProcTarget(os.getpid(), {"ovf_state": _ovf.state_address()})
     try:
@@ -79,6 +83,18 @@ def add_arguments(p):
     g.add_argument("--batches", action="store_true", help="one column per batch, not per frame")
     g.add_argument("--ops", action="store_true", help="the op observer's records as rows")
     g.add_argument("--last", type=_count, default=None, metavar="N", help="the newest N columns")
+    g.add_argument(
+        "--cast",
+        choices=("fp16", "bf16", "fp8_e4m3", "fp8_e5m2"),
+        default=None,
+        help="cells: the share of values a cast to this type would lose (--cast-shares runs)",
+    )
+    g.add_argument(
+        "--loss",
+        choices=("overflow", "flush", "subnormal"),
+        default="overflow",
+        help="with --cast: what is lost (default overflow)",
+    )
 
 
 def _count(text):
@@ -109,7 +125,14 @@ def plot_cores(cores, args, out):
     from ovf_plugin import plot  # the drawing, beside this package
     from ovf_ring.errors import OvfError
 
-    options = plot.Options(module=args.module, batches=args.batches, ops=args.ops, last=args.last)
+    options = plot.Options(
+        module=args.module,
+        batches=args.batches,
+        ops=args.ops,
+        last=args.last,
+        cast=args.cast,
+        loss=args.loss,
+    )
     readable = [c for c in cores if c.ring is not None]
     ok = True
     written = set()
