@@ -291,7 +291,8 @@ def mode_c(steps):
     )
     r.check(
         # gdb 13: "Breakpoint 1, ovf::..."; gdb 16: 'Thread 1 "python3" hit Breakpoint 1, ovf::...'
-        re.search(r"Breakpoint 1, ovf::forward_hook", r.text) is not None and "stamp" in r.seen,
+        re.search(r"Breakpoint 1, ovf::forward_hook", r.text) is not None
+        and "stamp" in r.seen,
         "the naive breakpoint did not stop",
     )
     frames = int(re.search(r"^OVF_BENCH_FRAMES (\d+)", r.text, re.M).group(1))

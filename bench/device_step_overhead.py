@@ -111,10 +111,8 @@ def main():
     t5 = _common.import_t5_style()
     if ON_GPU and torch.cuda.is_available():
         name = torch.cuda.get_device_name(0)
-        print(
-            f"device: {name}; torch {torch.__version__}; ovf CUDA backend built: "
-            f"{ovf._ovf.cuda_backend_built()}"
-        )
+        print(f"device: {name}; torch {torch.__version__}; ovf CUDA backend built: "
+              f"{ovf._ovf.cuda_backend_built()}")
         reps, steps = (2, 2) if args.quick else (7, 5)
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
@@ -130,10 +128,8 @@ def main():
     if not args.quick:
         print("no GPU: not run (no NVIDIA device on this machine, or this torch has no CUDA)")
         return 0
-    print(
-        "no GPU: the CPU smoke test of the same modes (device engine forced on CPU tensors; "
-        "not a GPU result)"
-    )
+    print("no GPU: the CPU smoke test of the same modes (device engine forced on CPU tensors; "
+          "not a GPU result)")
     run("cpu", t5.T5Config.tiny(), 4, 16, 1, 2, ovf, t5)
     return _common.exit_status(True, True)
 

@@ -79,6 +79,17 @@ bool for_each_run(const TensorView& v, int elem_size, RunFn&& run) {
   return true;
 }
 
+void merge(detail::BitAcc& into, const detail::BitAcc& part) {
+  into.min_abs = std::min(into.min_abs, part.min_abs);
+  into.max_abs = std::max(into.max_abs, part.max_abs);
+  into.min_nonzero = std::min(into.min_nonzero, part.min_nonzero);
+  into.nan += part.nan;
+  into.pos_inf += part.pos_inf;
+  into.neg_inf += part.neg_inf;
+  into.zero += part.zero;
+  into.subnormal += part.subnormal;
+}
+
 Stats finish_float(const detail::BitAcc& acc, uint64_t numel, ovf_dtype dtype, uint64_t inf_bits,
                    bool negated) {
   Stats s;
@@ -105,8 +116,8 @@ uint64_t count_elements(const TensorView& v) {
 Stats stats_float_bits(const TensorView& v, const ScanFloatType& t, int elem_size,
                        bool with_casts) {
   detail::BitAcc acc{t.inf_bits, 0, t.inf_bits};
-  // The cast counts read each chunk right after the statistics loop did, while
-  // it is still in L1: one pass over memory for both.
+  // The cast counts read each span right after the statistics loop did, while
+  // it is still in L1, and use its range: one pass over memory for both.
   const CastBounds* bounds = with_casts ? cast_bounds(v.dtype) : nullptr;
   uint64_t below[kCastCounts] = {};
   const auto scan = [&](const char* p, uint64_t n) {
@@ -114,10 +125,12 @@ Stats stats_float_bits(const TensorView& v, const ScanFloatType& t, int elem_siz
       t.fn(p, n, acc);
       return;
     }
-    for (uint64_t done = 0; done < n; done += detail::kCountChunk) {
-      const uint64_t m = std::min(detail::kCountChunk, n - done);
-      t.fn(p + done * elem_size, m, acc);
-      t.below(p + done * elem_size, m, bounds->bits, below);
+    for (uint64_t done = 0; done < n; done += detail::kCountSpan) {
+      const uint64_t m = std::min(detail::kCountSpan, n - done);
+      detail::BitAcc span{t.inf_bits, 0, t.inf_bits};
+      t.fn(p + done * elem_size, m, span);
+      t.below(p + done * elem_size, m, bounds->bits, span, below);
+      merge(acc, span);
     }
   };
   // Strided runs are gathered into a small stack buffer and scanned like

@@ -23,12 +23,14 @@ struct BitAcc {
 using ScanFn = void (*)(const void* data, uint64_t n, BitAcc& acc);
 
 // Adds to below[k], k < kCountLimits, how many of n contiguous elements have
-// abs bits below limits[k] (every limit at most the type's Inf pattern): what
-// the cast counts are made of (cast_loss.h). n is at most kCountChunk.
+// abs bits below limits[k] (every limit non-zero and at most the type's Inf
+// pattern): what the cast counts are made of (cast_loss.h). `span` is those
+// elements' own scan (a BitAcc the ScanFn filled from its initial values); n is
+// at most kCountSpan.
 constexpr int kCountLimits = 12;
-constexpr uint64_t kCountChunk = 8192;
+constexpr uint64_t kCountSpan = 1024;
 using CountBelowFn = void (*)(const void* data, uint64_t n, const uint64_t* limits,
-                              uint64_t* below);
+                              const BitAcc& span, uint64_t* below);
 
 struct ScanTable {
   ScanFn float64, float32, float16, bfloat16;
