@@ -357,7 +357,7 @@ TEST(Headroom, Float16SourceAgainstFp8) {
 
 // What casts would lose, by hand: each value's fate in float16, bfloat16,
 // float8_e4m3fn and float8_e5m2, repeated past the scan's 8192-element chunks
-// (tests/python/test_cast_shares.py checks the same against torch's casts).
+// (tests/python/test_cast_counts.py checks the same against torch's casts).
 TEST(StatsCast, Float32ValuesLoseWhatEachCastRoundsAway) {
   const float inf = std::numeric_limits<float>::infinity();
   const float one[] = {0.0f,   1e-8f,    3e-8f,    1e-5f, 1.0f,
