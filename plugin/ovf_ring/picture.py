@@ -33,6 +33,18 @@ class Options:
     cast: str = None  # a layout.CAST_TARGETS name: cells are shares a cast would lose
     loss: str = "overflow"  # ... to this one of layout.CAST_LOSSES
 
+    @classmethod
+    def from_args(cls, args):
+        """The options `ovf plot` and `python3 -m ovf.postmortem --plot` parsed."""
+        return cls(
+            module=args.module,
+            batches=args.batches,
+            ops=args.ops,
+            last=args.last,
+            cast=args.cast,
+            loss=args.loss,
+        )
+
 
 @dataclass
 class Picture:

@@ -28,6 +28,18 @@ double min_normal(ovf_dtype dtype) {
   }
 }
 
+// A one-dimensional contiguous view of n elements (n must outlive it).
+TensorView flat_view(const void* data, ovf_dtype dtype, const int64_t& n) {
+  static const int64_t kUnitStride = 1;
+  TensorView v;
+  v.data = data;
+  v.dtype = dtype;
+  v.ndim = 1;
+  v.sizes = &n;
+  v.strides = &kUnitStride;
+  return v;
+}
+
 // Element-by-element reference over an index list, everything in double.
 Stats reference_stats(const char* base, ovf_dtype dtype, const std::vector<int64_t>& offsets) {
   Stats s;
@@ -193,13 +205,8 @@ TEST(Stats, Float16ExtremesDecodeExactly) {
 TEST(Stats, NegatedViewSwapsInfinitySigns) {
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> data = {inf, inf, -inf, 1.f};
-  const int64_t size = 4, stride = 1;
-  TensorView v;
-  v.data = data.data();
-  v.dtype = OVF_DTYPE_FLOAT32;
-  v.ndim = 1;
-  v.sizes = &size;
-  v.strides = &stride;
+  const int64_t size = 4;
+  TensorView v = flat_view(data.data(), OVF_DTYPE_FLOAT32, size);
   v.negated = true;
   const Stats s = ovf::compute_stats_cpu(v);
   EXPECT_EQ(s.pos_inf_count, 1u);
@@ -364,16 +371,9 @@ TEST(StatsCast, Float32ValuesLoseWhatEachCastRoundsAway) {
                        500.0f, 60000.0f, 65520.0f, inf,   std::nanf("")};
   std::vector<float> data;
   for (int i = 0; i < 2000; ++i) data.insert(data.end(), std::begin(one), std::end(one));
-  const Stats s = [&] {
-    const int64_t n = static_cast<int64_t>(data.size()), stride = 1;
-    TensorView v;
-    v.data = data.data();
-    v.dtype = OVF_DTYPE_FLOAT32;
-    v.ndim = 1;
-    v.sizes = &n;
-    v.strides = &stride;
-    return ovf::compute_stats_cpu(v, /*with_casts=*/true);
-  }();
+  const int64_t n = static_cast<int64_t>(data.size());
+  const Stats s =
+      ovf::compute_stats_cpu(flat_view(data.data(), OVF_DTYPE_FLOAT32, n), /*with_casts=*/true);
   ASSERT_TRUE(s.has_cast);
   // {overflow, flush, subnormal} per target, for one copy of `one`
   const uint64_t want[OVF_CAST_TARGETS][OVF_CAST_LOSSES] = {

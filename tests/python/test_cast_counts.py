@@ -94,7 +94,9 @@ def test_the_portable_backend_in_pieces_counts_the_same():
     check(OVF_TEST_PORTABLE_CHUNK="7")
 
 
-exec(DIRECT)  # noqa: S102 - the same direct computation in this process
+_direct_namespace = {}
+exec(DIRECT, _direct_namespace)  # noqa: S102 - the same direct computation in this process
+direct = _direct_namespace["direct"]
 
 
 def counts(r):

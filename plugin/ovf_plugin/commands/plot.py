@@ -75,14 +75,7 @@ def run(session, args):
     program = plot.script_of(ring)
     if not program and target.kind() == "live":
         program = plot.command_line(pid=ring.header.pid)
-    options = plot.Options(
-        module=args.module,
-        batches=args.batches,
-        ops=args.ops,
-        last=args.last,
-        cast=args.cast,
-        loss=args.loss,
-    )
+    options = plot.Options.from_args(args)
     # The core the debugger has open, and the one its command line named (a
     # relative name is the command line's: both may be looked at).
     cores = [target.core_file(), target.unopened_core_path()] if target.kind() == "core" else []

@@ -125,14 +125,7 @@ def plot_cores(cores, args, out):
     from ovf_plugin import plot  # the drawing, beside this package
     from ovf_ring.errors import OvfError
 
-    options = plot.Options(
-        module=args.module,
-        batches=args.batches,
-        ops=args.ops,
-        last=args.last,
-        cast=args.cast,
-        loss=args.loss,
-    )
+    options = plot.Options.from_args(args)
     readable = [c for c in cores if c.ring is not None]
     ok = True
     written = set()
