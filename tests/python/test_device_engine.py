@@ -145,9 +145,10 @@ print(stats["nan"], (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
 
 def test_the_portable_backends_extra_memory_is_bounded():
     """Peak memory beyond the tensor while the portable backend reads 2^26 float32
-    elements (256 MiB): in pieces of 2^23 (the default; 262 MiB measured) under 400
-    MiB; in one pass (a piece limit above the size) over 1 GiB (1.6 GiB measured),
-    which is what the bound saves."""
+    elements (256 MiB): in pieces of 2^23 (the default; 253-262 MiB measured) under 400
+    MiB; in one pass (a piece limit above the size) more than twice that, which is what
+    the bound saves (1.6 GiB measured as a rule; one CI run measured 871 MiB: the peak
+    resident size of a pass also depends on when the kernel hands pages back)."""
 
     def extra_mib(**env):
         p = run_ovf_child(["-c", MEMORY], timeout=300, OMP_NUM_THREADS="1", **env)
@@ -156,8 +157,9 @@ def test_the_portable_backends_extra_memory_is_bounded():
         assert nans == 1
         return mib
 
-    assert extra_mib() < 400
-    assert extra_mib(OVF_TEST_PORTABLE_CHUNK=str(1 << 30)) > 1024
+    in_pieces = extra_mib()
+    assert in_pieces < 400
+    assert extra_mib(OVF_TEST_PORTABLE_CHUNK=str(1 << 30)) > 2 * max(in_pieces, 256)
 
 
 CAPTURED = """
