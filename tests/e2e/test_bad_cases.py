@@ -93,7 +93,7 @@ def test_wrong_arguments(debugger):
     assert "ovf frames: argument N: '0' is not a count (an integer from 1 to 1073741824)" in out
     assert "ovf break-on-nan: argument --inf: not allowed with argument --nan" in out
     assert "ovf: --if 'x >' is not a Python expression: invalid syntax" in out
-    assert "ovf watch: give --batches, --above, --below or --headroom (or 'off')" in out
+    assert "ovf watch: give --batches, --above, --below, --headroom or --cast (or 'off')" in out
     assert "ovf abort-after: argument N: 'soon' is not a batch number" in out
     assert debugger.unknown_subcommand("nosuch") in out
     assert re.search(
