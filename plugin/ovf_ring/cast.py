@@ -13,10 +13,10 @@ def over_limit(line, control):
         return None
     if control.cast_target >= len(layout.CAST_TARGETS):
         return None
-    limits = (control.cast_overflow_max, control.cast_flush_max, control.cast_subnormal_max)
-    for loss, limit in enumerate(limits):
-        count = line.cast_counts[control.cast_target * 3 + loss]
-        if limit >= 0 and count and count / line.numel > limit:
+    counts = layout.cast_losses(line, control.cast_target)
+    for loss, limit in enumerate(control_limits(control)):
+        # a share above a limit >= 0 holds at least one value: 0 stops at the first
+        if limit >= 0 and counts[loss] / line.numel > limit:
             return loss
     return None
 
@@ -55,7 +55,7 @@ def culprit_text(line, control):
     loss = over_limit(line, control)
     if loss is None:
         return "no cast loss above its limit"
-    count = line.cast_counts[control.cast_target * 3 + loss]
+    count = layout.cast_losses(line, control.cast_target)[loss]
     return (
         f"{layout.CAST_LOSSES[loss]} {percent(count / line.numel)} ({count} of {line.numel}"
         f" values) in a cast to {layout.CAST_TARGETS[control.cast_target]}"

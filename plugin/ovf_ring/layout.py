@@ -199,13 +199,18 @@ CAST_TARGET_DTYPES = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 CAST_LOSSES = ("overflow", "flush", "subnormal")
 
 
+def cast_losses(r, target):
+    """(overflow, flush, subnormal) counts of line r for a cast to CAST_TARGETS[target]."""
+    return r.cast_counts[target * 3 : target * 3 + 3]
+
+
 def cast_shares(r):
     """{target: (overflow, flush, subnormal) as shares of r's elements} for a line
     recorded with cast counts (FLAG_CAST); None otherwise."""
     if not r.flags & FLAG_CAST or not r.numel:
         return None
     return {
-        name: tuple(r.cast_counts[t * 3 + k] / r.numel for k in range(3))
+        name: tuple(count / r.numel for count in cast_losses(r, t))
         for t, name in enumerate(CAST_TARGETS)
     }
 

@@ -178,7 +178,7 @@ def _line(ring, r):
         )
         if r.flags & layout.FLAG_CAST:  # counts, as recorded: {"fp16": {"overflow": 0, ...}}
             out["cast"] = {
-                name: dict(zip(layout.CAST_LOSSES, r.cast_counts[t * 3 : t * 3 + 3], strict=True))
+                name: dict(zip(layout.CAST_LOSSES, layout.cast_losses(r, t), strict=True))
                 for t, name in enumerate(layout.CAST_TARGETS)
             }
     elif r.flags & layout.FLAG_PENDING:

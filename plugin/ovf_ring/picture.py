@@ -85,12 +85,12 @@ def _abs_max(record):
 def _cast_share(target, loss):
     """A record's share of values a cast to `target` loses to `loss`; None where
     the counts were not kept."""
-    index = layout.CAST_TARGETS.index(target) * 3 + layout.CAST_LOSSES.index(loss)
+    target_index, loss_index = layout.CAST_TARGETS.index(target), layout.CAST_LOSSES.index(loss)
 
     def share(record):
         if not record.flags & layout.FLAG_CAST:
             return None
-        return record.cast_counts[index] / record.numel
+        return layout.cast_losses(record, target_index)[loss_index] / record.numel
 
     return share
 

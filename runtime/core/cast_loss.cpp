@@ -55,41 +55,6 @@ Threshold threshold(int index) {
   }
 }
 
-bool meets(double value, Threshold t) { return t.strictly_above ? value > t.at : value >= t.at; }
-
-// The first abs-bit pattern past the finite values: Inf, or NaN for e4m3fn.
-uint64_t finite_end(ovf_dtype dtype) {
-  switch (dtype) {
-    case OVF_DTYPE_FLOAT64: return 0x7ff0000000000000ull;
-    case OVF_DTYPE_FLOAT32: return 0x7f800000u;
-    case OVF_DTYPE_FLOAT16: return 0x7c00u;
-    case OVF_DTYPE_FLOAT8_E4M3: return 0x7fu;
-    case OVF_DTYPE_FLOAT8_E5M2: return 0x7cu;
-    default: return 0x7f80u;  // bfloat16
-  }
-}
-
-// The smallest abs-bit pattern of `dtype` whose value meets t (finite_end when
-// none: nothing finite meets it). Values are monotonic in the pattern.
-uint64_t first_bits_meeting(Threshold t, ovf_dtype dtype) {
-  uint64_t lo = 0, hi = finite_end(dtype);
-  while (lo < hi) {
-    const uint64_t mid = lo + (hi - lo) / 2;
-    if (meets(float_bits_to_double(mid, dtype), t)) {
-      hi = mid;
-    } else {
-      lo = mid + 1;
-    }
-  }
-  return lo;
-}
-
-double double_of(uint64_t bits) {
-  double d;
-  std::memcpy(&d, &bits, sizeof d);
-  return d;
-}
-
 uint64_t bits_of(double d) {
   uint64_t b;
   std::memcpy(&b, &d, sizeof b);
@@ -102,9 +67,9 @@ uint64_t bits_of(double d) {
 // midpoint between f and the float below it, or the double after the midpoint
 // when the tie rounds down (the float below has the even significand).
 uint64_t first_double_bits_meeting(Threshold t) {
-  const uint64_t f_bits = first_bits_meeting(t, OVF_DTYPE_FLOAT32);
+  const uint64_t f_bits = first_abs_bits(t.at, t.strictly_above, OVF_DTYPE_FLOAT32);
   if (f_bits == 0) return 0;
-  if (f_bits == finite_end(OVF_DTYPE_FLOAT32)) return finite_end(OVF_DTYPE_FLOAT64);
+  if (f_bits == finite_end_bits(OVF_DTYPE_FLOAT32)) return finite_end_bits(OVF_DTYPE_FLOAT64);
   const double f = float_bits_to_double(f_bits, OVF_DTYPE_FLOAT32);
   const double below = float_bits_to_double(f_bits - 1, OVF_DTYPE_FLOAT32);
   const double mid = below + (f - below) / 2;  // exact: 25 significant bits
@@ -116,11 +81,10 @@ CastBounds make_bounds(ovf_dtype source) {
   CastBounds b{};
   for (int k = 0; k < kCastCounts; ++k) {
     const Threshold t = threshold(k);
-    b.bits[k] =
-        source == OVF_DTYPE_FLOAT64 ? first_double_bits_meeting(t) : first_bits_meeting(t, source);
-    b.values[k] = b.bits[k] == finite_end(source) ? kInf
-                  : source == OVF_DTYPE_FLOAT64   ? double_of(b.bits[k])
-                                                  : float_bits_to_double(b.bits[k], source);
+    b.bits[k] = source == OVF_DTYPE_FLOAT64 ? first_double_bits_meeting(t)
+                                            : first_abs_bits(t.at, t.strictly_above, source);
+    b.values[k] =
+        b.bits[k] == finite_end_bits(source) ? kInf : float_bits_to_double(b.bits[k], source);
   }
   return b;
 }
@@ -168,11 +132,10 @@ int cast_loss_over_limit(const ovf_record& line, const ovf_control& control) {
   const double limits[OVF_CAST_LOSSES] = {read_control(control.cast_overflow_max),
                                           read_control(control.cast_flush_max),
                                           read_control(control.cast_subnormal_max)};
+  const uint32_t* counts = line.cast_counts + target * OVF_CAST_LOSSES;
   for (int loss = 0; loss < OVF_CAST_LOSSES; ++loss) {
-    const double share = double(line.cast_counts[target * OVF_CAST_LOSSES + loss]) / line.numel;
-    if (limits[loss] >= 0 && line.cast_counts[target * OVF_CAST_LOSSES + loss] > 0 &&
-        share > limits[loss])
-      return loss;
+    // a share above a limit >= 0 holds at least one value: 0 stops at the first
+    if (limits[loss] >= 0 && double(counts[loss]) / line.numel > limits[loss]) return loss;
   }
   return -1;
 }
@@ -180,12 +143,6 @@ int cast_loss_over_limit(const ovf_record& line, const ovf_control& control) {
 const char* cast_target_name(int target) {
   static const char* const names[] = {"float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"};
   return target >= 0 && target < OVF_CAST_TARGETS ? names[target] : "unknown";
-}
-
-ovf_dtype cast_target_dtype(int target) {
-  static const ovf_dtype dtypes[] = {OVF_DTYPE_FLOAT16, OVF_DTYPE_BFLOAT16, OVF_DTYPE_FLOAT8_E4M3,
-                                     OVF_DTYPE_FLOAT8_E5M2};
-  return target >= 0 && target < OVF_CAST_TARGETS ? dtypes[target] : OVF_DTYPE_UNKNOWN;
 }
 
 }  // namespace ovf

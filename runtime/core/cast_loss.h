@@ -49,7 +49,6 @@ int cast_loss_over_limit(const ovf_record& line, const ovf_control& control);
 
 // A cast target's torch name: "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2".
 const char* cast_target_name(int target);
-ovf_dtype cast_target_dtype(int target);
 
 }  // namespace ovf
 

@@ -190,6 +190,32 @@ double dtype_min_normal(ovf_dtype dtype) {
   }
 }
 
+uint64_t finite_end_bits(ovf_dtype dtype) {
+  switch (dtype) {
+    case OVF_DTYPE_FLOAT64: return 0x7ff0000000000000ull;
+    case OVF_DTYPE_FLOAT32: return 0x7f800000u;
+    case OVF_DTYPE_FLOAT16: return 0x7c00u;
+    case OVF_DTYPE_BFLOAT16: return 0x7f80u;
+    case OVF_DTYPE_FLOAT8_E4M3: return 0x7fu;
+    case OVF_DTYPE_FLOAT8_E5M2: return 0x7cu;
+    default: return 0;
+  }
+}
+
+uint64_t first_abs_bits(double t, bool strictly_above, ovf_dtype dtype) {
+  uint64_t lo = 0, hi = finite_end_bits(dtype);
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    const double value = float_bits_to_double(mid, dtype);
+    if (strictly_above ? value > t : value >= t) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
 double float_bits_to_double(uint64_t bits, ovf_dtype dtype) {
   switch (dtype) {
     case OVF_DTYPE_FLOAT64: {

@@ -76,6 +76,15 @@ double float8_e5m2_to_double(uint8_t bits);
 // other dtypes: what both engines turn their bit-pattern keys back into.
 double float_bits_to_double(uint64_t bits, ovf_dtype dtype);
 
+// The first abs-bit pattern past a real floating dtype's finite values: its Inf,
+// or NaN for float8_e4m3fn (which has no Inf); 0 for other dtypes.
+uint64_t finite_end_bits(ovf_dtype dtype);
+
+// The smallest abs-bit pattern of a real floating dtype whose value is >= t (or
+// > t when strictly_above): the integer threshold for a compare in the bits
+// domain, where values are monotonic. finite_end_bits when no finite value is.
+uint64_t first_abs_bits(double t, bool strictly_above, ovf_dtype dtype);
+
 }  // namespace ovf
 
 #endif  // OVF_STATS_H

@@ -46,12 +46,14 @@ struct ScanFloatType {
 bool scan_float_type(ovf_dtype dtype, ScanFloatType* out) {
   const auto& t = scan_table();
   switch (dtype) {
-    case OVF_DTYPE_FLOAT64: *out = {t.float64, 0x7ff0000000000000ull, t.below64}; return true;
-    case OVF_DTYPE_FLOAT32: *out = {t.float32, 0x7f800000u, t.below32}; return true;
-    case OVF_DTYPE_FLOAT16: *out = {t.float16, 0x7c00u, t.below16}; return true;
-    case OVF_DTYPE_BFLOAT16: *out = {t.bfloat16, 0x7f80u, t.below16}; return true;
+    case OVF_DTYPE_FLOAT64: *out = {t.float64, 0, t.below64}; break;
+    case OVF_DTYPE_FLOAT32: *out = {t.float32, 0, t.below32}; break;
+    case OVF_DTYPE_FLOAT16: *out = {t.float16, 0, t.below16}; break;
+    case OVF_DTYPE_BFLOAT16: *out = {t.bfloat16, 0, t.below16}; break;
     default: return false;
   }
+  out->inf_bits = finite_end_bits(dtype);
+  return true;
 }
 
 // Visits the tensor as runs of equally spaced elements, innermost run as long as
@@ -286,21 +288,6 @@ Stats compute_stats_cpu(const TensorView& v, bool with_casts) {
 
 namespace {
 
-// The smallest abs-bit pattern of `dtype` whose value is >= t: the integer
-// threshold for a compare in the bits domain (values are monotonic in it).
-uint64_t abs_bits_at_least(double t, ovf_dtype dtype, uint64_t inf_bits) {
-  uint64_t lo = 0, hi = inf_bits;  // value(inf_bits) = inf >= t
-  while (lo < hi) {
-    const uint64_t mid = lo + (hi - lo) / 2;
-    if (float_bits_to_double(mid, dtype) >= t) {
-      hi = mid;
-    } else {
-      lo = mid + 1;
-    }
-  }
-  return lo;
-}
-
 template <typename U>
 uint64_t count_bits_below(const char* p, int64_t n, int64_t step, U mask, U limit) {
   uint64_t count = 0;
@@ -326,7 +313,7 @@ uint64_t count_bits_below(const char* p, int64_t n, int64_t step, U mask, U limi
 uint64_t count_below(const TensorView& v, double threshold) {
   ScanFloatType t;
   if (!scan_float_type(v.dtype, &t) || !(threshold > 0)) return 0;
-  const uint64_t limit = abs_bits_at_least(threshold, v.dtype, t.inf_bits);
+  const uint64_t limit = first_abs_bits(threshold, /*strictly_above=*/false, v.dtype);
   const int size = dtype_size(v.dtype);
   uint64_t count = 0;
   for_each_run(v, size, [&](const char* p, int64_t n, int64_t step) {
