@@ -9,6 +9,8 @@
 //           is twice theirs (read + write): copy GB/s = 2 x bytes / time, the
 //           bandwidth the memory system delivers to a plain stream.
 // ratio = kernel GB/s / copy GB/s; the target is >= 0.85 from 64 MiB up.
+//   +casts  the same launch counting what casts to the narrow types would
+//           lose (cast_tally.cuh), and its time as a multiple of the kernel's.
 // Then a frame of 64 tensors of 1 MiB through FrameStats (upload, kernels,
 // download, event, host wait), the per-frame cost the monitor pays, and a
 // strided view (a column slice), for information.
@@ -74,22 +76,32 @@ struct Timer {
   }
 };
 
-// One planned frame with its table and partials on the device, ready to launch.
+// One planned frame with its table and partials on the device, ready to launch
+// (with_casts: its kernels count cast losses too, into CastPartials).
 struct DeviceFrame {
   ovf::cuda::FramePlan plan;
   ovf::cuda::TensorEntry* table = nullptr;
-  ovf::cuda::Partial* partials = nullptr;
+  void* partials = nullptr;
 
+  explicit DeviceFrame(bool with_casts = false) { plan.clear(with_casts); }
   void upload() {
     CHECK(cudaMalloc(&table, plan.table().size() * sizeof(ovf::cuda::TensorEntry)));
     CHECK(cudaMemcpy(table, plan.table().data(),
                      plan.table().size() * sizeof(ovf::cuda::TensorEntry), cudaMemcpyHostToDevice));
-    CHECK(
-        cudaMalloc(&partials, (plan.total_blocks() + plan.tensors()) * sizeof(ovf::cuda::Partial)));
+    const size_t each =
+        plan.with_casts() ? sizeof(ovf::cuda::CastPartial) : sizeof(ovf::cuda::Partial);
+    CHECK(cudaMalloc(&partials, (plan.total_blocks() + plan.tensors()) * each));
   }
   void launch(cudaStream_t stream) const {
-    CHECK(ovf::cuda::launch_frame_stats(table, plan.tensors(), plan.total_blocks(), partials,
-                                        partials + plan.total_blocks(), stream));
+    if (plan.with_casts()) {
+      auto* p = static_cast<ovf::cuda::CastPartial*>(partials);
+      CHECK(ovf::cuda::launch_frame_stats(table, plan.tensors(), plan.total_blocks(), p,
+                                          p + plan.total_blocks(), stream));
+    } else {
+      auto* p = static_cast<ovf::cuda::Partial*>(partials);
+      CHECK(ovf::cuda::launch_frame_stats(table, plan.tensors(), plan.total_blocks(), p,
+                                          p + plan.total_blocks(), stream));
+    }
   }
   ~DeviceFrame() {
     cudaFree(table);
@@ -159,8 +171,8 @@ int main(int argc, char** argv) {
                                                       {OVF_DTYPE_BFLOAT16, "bfloat16"},
                                                       {OVF_DTYPE_FLOAT8_E4M3, "float8_e4m3fn"},
                                                       {OVF_DTYPE_FLOAT64, "float64"}};
-  std::printf("%-14s %8s %12s %12s %7s %9s\n", "dtype", "size", "kernel GB/s", "copy GB/s", "ratio",
-              "kernel us");
+  std::printf("%-14s %8s %12s %12s %7s %9s %12s %8s\n", "dtype", "size", "kernel GB/s", "copy GB/s",
+              "ratio", "kernel us", "+casts GB/s", "x plain");
   std::vector<std::string> missed;
   for (size_t bytes : sizes) {
     const double copy_s = timer.seconds_per_call(stream, rounds, 5, [&] {
@@ -175,14 +187,21 @@ int main(int argc, char** argv) {
       v.ndim = 1;
       v.sizes = &n;
       v.strides = &one;
-      DeviceFrame frame;
-      if (frame.plan.add(v) < 0) return 2;
-      frame.upload();
-      const double kernel_s =
-          timer.seconds_per_call(stream, rounds, 5, [&] { frame.launch(stream); });
+      // The same tensor with the cast losses counted too (ovf watch --cast,
+      // --cast-shares): its time beside the plain kernel's.
+      double seconds[2];
+      for (bool with_casts : {false, true}) {
+        DeviceFrame frame(with_casts);
+        if (frame.plan.add(v) < 0) return 2;
+        frame.upload();
+        seconds[with_casts] =
+            timer.seconds_per_call(stream, rounds, 5, [&] { frame.launch(stream); });
+      }
+      const double kernel_s = seconds[0];
       const double ratio = gbps(bytes, kernel_s) / copy_gbps;
-      std::printf("%-14s %8s %12.1f %12.1f %7.2f %9.1f\n", name, size_label(bytes).c_str(),
-                  gbps(bytes, kernel_s), copy_gbps, ratio, kernel_s * 1e6);
+      std::printf("%-14s %8s %12.1f %12.1f %7.2f %9.1f %12.1f %8.2f\n", name,
+                  size_label(bytes).c_str(), gbps(bytes, kernel_s), copy_gbps, ratio,
+                  kernel_s * 1e6, gbps(bytes, seconds[1]), seconds[1] / kernel_s);
       if (bytes >= kTargetFromBytes && ratio < kTarget) {
         char line[160];
         std::snprintf(line, sizeof line, "%s %s: kernel %.2f x copy (target %.2f)", name,

@@ -10,6 +10,9 @@ have. Modes:
   ovf fast     DebugUnderflowOverflow(model, device_mode="fast"): no host sync in
                the hooks, each frame judged when its statistics arrive;
   ovf exact    device_mode="exact": one host sync per module frame;
+  ovf casts    fast mode with cast_shares=True: the kernels also count what casts
+               to float16, bfloat16 and the float8 types would lose (no target:
+               printed beside fast mode);
   reference    the per-tensor approach of transformers.debug_utils
                (step_overhead.ReferenceDetector: a host read per statistic).
 
@@ -67,13 +70,15 @@ def run(device, config, batch_size, seq_length, reps, steps_per_rep, ovf, t5):
         if device == "cuda":
             torch.cuda.synchronize()
 
-    modes = ["plain", "ovf fast", "ovf exact", "reference"]
+    modes = ["plain", "ovf fast", "ovf exact", "ovf casts", "reference"]
     samples = {m: [] for m in modes}
     for rep in range(reps + 1):  # the first repetition warms every mode up, unmeasured
         order = modes[rep % len(modes) :] + modes[: rep % len(modes)]
         for mode in order:
             hooks = None
-            if mode.startswith("ovf"):
+            if mode == "ovf casts":
+                hooks = ovf.DebugUnderflowOverflow(model, device_mode="fast", cast_shares=True)
+            elif mode.startswith("ovf"):
                 hooks = ovf.DebugUnderflowOverflow(model, device_mode=mode.split()[1])
             elif mode == "reference":
                 hooks = ReferenceDetector(model)
@@ -99,6 +104,7 @@ def run(device, config, batch_size, seq_length, reps, steps_per_rep, ovf, t5):
         ok = ratio <= target
         missed = missed or not ok
         print(f"  {mode} / plain = {ratio:.3f}  (target <= {target}: {'ok' if ok else 'MISSED'})")
+    print(f"  ovf casts / ovf fast = {med['ovf casts'] / med['ovf fast']:.3f}")
     print(f"  reference / plain = {med['reference'] / med['plain']:.3f}")
     return missed
 

@@ -16,7 +16,7 @@
 
 namespace ovf {
 
-constexpr int kCastCounts = OVF_CAST_TARGETS * OVF_CAST_LOSSES;
+constexpr int kCastCounts = static_cast<int>(OVF_CAST_TARGETS) * OVF_CAST_LOSSES;
 
 struct CastCounts {
   uint64_t n[kCastCounts] = {};  // index ovf_cast_target * 3 + ovf_cast_loss

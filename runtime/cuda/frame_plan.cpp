@@ -15,10 +15,11 @@ int element_size(ovf_dtype dtype) {
   });
 }
 
-void FramePlan::clear() {
+void FramePlan::clear(bool with_casts) {
   table_.clear();
   meta_.clear();
   total_blocks_ = 0;
+  with_casts_ = with_casts;
 }
 
 int FramePlan::add(const TensorView& view) {
@@ -39,6 +40,8 @@ int FramePlan::add(const TensorView& view) {
   std::copy(merged.sizes, merged.sizes + merged.ndim, t.sizes);
   std::copy(merged.strides, merged.strides + merged.ndim, t.strides);
   t.contiguous = merged.ndim == 1 && merged.strides[0] == 1;
+  const CastBounds* bounds = with_casts_ ? cast_bounds(view.dtype) : nullptr;
+  if (bounds != nullptr) std::copy(bounds->bits, bounds->bits + kCastCounts, t.cast_limits);
 
   uint64_t units = t.numel;  // what blocks divide among themselves
   if (t.contiguous) {
@@ -76,6 +79,18 @@ int FramePlan::add(const TensorView& view) {
 Stats FramePlan::finish(int index, const Partial& p) const {
   const Meta& m = meta_.at(static_cast<size_t>(index));
   return partial_to_stats(p, m.dtype, m.numel, m.repeat, m.negated);
+}
+
+Stats FramePlan::finish(int index, const CastPartial& p) const {
+  Stats s = finish(index, p.stats);
+  const Meta& m = meta_.at(static_cast<size_t>(index));
+  if (cast_bounds(m.dtype) != nullptr) {
+    uint64_t below[kCastCounts];
+    for (int j = 0; j < kCastCounts; ++j) below[j] = p.below[j] * m.repeat;
+    s.has_cast = true;
+    s.cast = cast_counts_from_below(below, s.finite_count(), s.zero_count);
+  }
+  return s;
 }
 
 }  // namespace ovf::cuda

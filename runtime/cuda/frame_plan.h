@@ -23,7 +23,10 @@ class FramePlan {
   static constexpr uint64_t kBytesPerBlock = 64 * 1024;
   static constexpr uint64_t kMaxBlocksPerTensor = 4096;
 
-  void clear();
+  // Starts a frame; with_casts: it also counts what casts to the narrow types
+  // would lose (its partials are CastPartials).
+  void clear(bool with_casts = false);
+  bool with_casts() const { return with_casts_; }
   // Adds a view whose data is device memory; returns its index in the frame,
   // or -1 when this backend cannot read it (a dtype it does not know, more
   // than kMaxKernelDims dimensions after merging, data not aligned to its
@@ -34,8 +37,10 @@ class FramePlan {
   uint32_t tensors() const { return static_cast<uint32_t>(table_.size()); }
   uint32_t total_blocks() const { return total_blocks_; }
 
-  // Tensor `index`'s statistics from its combined Partial.
+  // Tensor `index`'s statistics from its combined Partial (or CastPartial:
+  // with the cast losses, for floating dtypes).
   Stats finish(int index, const Partial& p) const;
+  Stats finish(int index, const CastPartial& p) const;
 
  private:
   struct Meta {
@@ -47,6 +52,7 @@ class FramePlan {
   std::vector<TensorEntry> table_;
   std::vector<Meta> meta_;
   uint32_t total_blocks_ = 0;
+  bool with_casts_ = false;
 };
 
 }  // namespace ovf::cuda

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "cast_tally.cuh"
 #include "dim_merge.h"
 #include "hd.cuh"
 #include "stats_functors.cuh"
@@ -38,6 +39,9 @@ struct TensorEntry {
   uint32_t contiguous;  // one dimension of stride 1: read in aligned 16-byte vectors
   uint32_t head;        // contiguous: elements before the first aligned vector (block 0 reads them)
   uint32_t tail;        // contiguous: elements after the last whole vector (the last block's)
+  // The cast thresholds as the dtype's keys (CastBounds::bits), read by a
+  // frame that counts cast losses; zeros otherwise.
+  uint64_t cast_limits[kCastCounts];
 };
 
 // The last entry whose first block is at or before `block`: the one that owns
@@ -70,15 +74,18 @@ OVF_HD inline int64_t element_offset(const TensorEntry& t, uint64_t i) {
 // Contiguous: a block owns a run of whole vectors; neighbouring threads read
 // neighbouring vectors (coalesced), each with kUnroll loads in flight. Block 0
 // also reads the unaligned head, the last block the tail.
-template <typename Codec>
-OVF_HD Partial scan_contiguous(const TensorEntry& t, uint64_t block, uint32_t tid,
-                               uint32_t threads) {
+template <typename Codec, typename Tally>
+OVF_HD Partial scan_contiguous(const TensorEntry& t, uint64_t block, uint32_t tid, uint32_t threads,
+                               Tally& tally) {
   using Bits = typename Codec::Bits;
   constexpr int kCount = kPerVector<Bits>;
   const Bits* base = static_cast<const Bits*>(t.data);
   ThreadAcc<Codec> acc;
   if (block == 0) {
-    for (uint32_t i = tid; i < t.head; i += threads) acc.add(base[i]);
+    for (uint32_t i = tid; i < t.head; i += threads) {
+      acc.add(base[i]);
+      tally.add(Codec::key(base[i]));
+    }
   }
   const Bits* aligned = base + t.head;
   const uint64_t begin = block * t.per_block;
@@ -92,37 +99,64 @@ OVF_HD Partial scan_contiguous(const TensorEntry& t, uint64_t block, uint32_t ti
     }
     OVF_UNROLL
     for (int u = 0; u < kUnroll; ++u) {
-      if (v + uint64_t{threads} * u < end) acc.add_vector(loaded[u]);
+      if (v + uint64_t{threads} * u < end) {
+        acc.add_vector(loaded[u]);
+        tally.add_vector(loaded[u]);
+      }
     }
   }
   if (block + 1 == t.blocks) {
     const Bits* rest = aligned + t.vectors * kCount;
-    for (uint32_t i = tid; i < t.tail; i += threads) acc.add(rest[i]);
+    for (uint32_t i = tid; i < t.tail; i += threads) {
+      acc.add(rest[i]);
+      tally.add(Codec::key(rest[i]));
+    }
   }
   return acc.to_partial();
 }
 
 // Strided: a block owns a run of positions, each thread every threads-th one,
 // its offset decoded from the merged sizes (one division per extra dimension).
-template <typename Codec>
-OVF_HD Partial scan_strided(const TensorEntry& t, uint64_t block, uint32_t tid, uint32_t threads) {
+template <typename Codec, typename Tally>
+OVF_HD Partial scan_strided(const TensorEntry& t, uint64_t block, uint32_t tid, uint32_t threads,
+                            Tally& tally) {
   using Bits = typename Codec::Bits;
   const Bits* base = static_cast<const Bits*>(t.data);
   ThreadAcc<Codec> acc;
   const uint64_t begin = block * t.per_block;
   const uint64_t end = lesser(begin + t.per_block, t.numel);
-  for (uint64_t i = begin + tid; i < end; i += threads) acc.add(base[element_offset(t, i)]);
+  for (uint64_t i = begin + tid; i < end; i += threads) {
+    const Bits b = base[element_offset(t, i)];
+    acc.add(b);
+    tally.add(Codec::key(b));
+  }
   return acc.to_partial();
 }
 
 // Thread `tid` of `threads` in block `block` of tensor t (counted from the
-// tensor's first block): what it contributes.
-OVF_HD inline Partial thread_scan(const TensorEntry& t, uint64_t block, uint32_t tid,
-                                  uint32_t threads) {
-  return visit_codec(t.dtype, identity_partial(), [&](auto codec) {
+// tensor's first block): what it contributes, as a Partial, or as a
+// CastPartial when the frame counts cast losses (floating dtypes only: the
+// others' below-counts stay 0 and the host reads none).
+template <typename P = Partial>
+OVF_HD P thread_scan(const TensorEntry& t, uint64_t block, uint32_t tid, uint32_t threads) {
+  return visit_codec(t.dtype, identity_of<P>(), [&](auto codec) {
     using Codec = decltype(codec);
-    return t.contiguous ? scan_contiguous<Codec>(t, block, tid, threads)
-                        : scan_strided<Codec>(t, block, tid, threads);
+    auto scan = [&](auto& tally) {
+      return t.contiguous ? scan_contiguous<Codec>(t, block, tid, threads, tally)
+                          : scan_strided<Codec>(t, block, tid, threads, tally);
+    };
+    if constexpr (std::is_same_v<P, Partial>) {
+      NoTally none;
+      return scan(none);
+    } else if constexpr (Codec::kFloating) {
+      CastTally<Codec> tally(t.cast_limits);
+      const Partial stats = scan(tally);
+      return tally.finish(stats);
+    } else {
+      NoTally none;
+      CastPartial p{scan(none), {}};
+      return p;
+    }
   });
 }
 

@@ -49,18 +49,22 @@ void FrameStats::release() {
   host_bytes_ = device_bytes_ = 0;
 }
 
-void FrameStats::clear() {
+void FrameStats::clear(bool with_casts) {
   if (in_flight_) wait();  // never hand buffers a copy may still write to to the next frame
-  plan_.clear();
+  plan_.clear(with_casts);
   in_flight_ = false;
   arrived_ = false;
   results_ = nullptr;
   error_ = cudaSuccess;
 }
 
+size_t FrameStats::partial_bytes() const {
+  return plan_.with_casts() ? sizeof(CastPartial) : sizeof(Partial);
+}
+
 cudaError_t FrameStats::reserve(size_t table_bytes, size_t partial_count, cudaStream_t stream) {
-  const size_t host_need = aligned(table_bytes) + plan_.tensors() * sizeof(Partial);
-  const size_t device_need = aligned(table_bytes) + partial_count * sizeof(Partial);
+  const size_t host_need = aligned(table_bytes) + plan_.tensors() * partial_bytes();
+  const size_t device_need = aligned(table_bytes) + partial_count * partial_bytes();
   if (host_need > host_bytes_) {
     const size_t bytes = std::max(host_need, 2 * host_bytes_);
     if (host_ != nullptr) cudaFreeHost(host_);
@@ -108,23 +112,15 @@ cudaError_t FrameStats::enqueue(cudaStream_t stream) {
   // The table goes through pinned memory so that the upload is asynchronous
   // and add() may refill the plan's own vector for the next frame meanwhile.
   char* host = static_cast<char*>(host_);
-  char* dev = static_cast<char*>(device_buffer_);
   std::memcpy(host, plan_.table().data(), table_bytes);
-  auto* dev_table = reinterpret_cast<TensorEntry*>(dev);
-  auto* dev_blocks = reinterpret_cast<Partial*>(dev + aligned(table_bytes));
-  Partial* dev_results = dev_blocks + plan_.total_blocks();
-  auto* host_results = reinterpret_cast<Partial*>(host + aligned(table_bytes));
   bool uploading = false;  // the stream may read `host` from here on
   if (tensors > 0) {
-    err = cudaMemcpyAsync(dev_table, host, table_bytes, cudaMemcpyHostToDevice, stream);
+    char* dev = static_cast<char*>(device_buffer_);
+    err = cudaMemcpyAsync(dev, host, table_bytes, cudaMemcpyHostToDevice, stream);
     uploading = err == cudaSuccess;
     if (err == cudaSuccess) {
-      err = launch_frame_stats(dev_table, tensors, plan_.total_blocks(), dev_blocks, dev_results,
-                               stream);
-    }
-    if (err == cudaSuccess) {
-      err = cudaMemcpyAsync(host_results, dev_results, tensors * sizeof(Partial),
-                            cudaMemcpyDeviceToHost, stream);
+      err = plan_.with_casts() ? launch<CastPartial>(host, dev, table_bytes, stream)
+                               : launch<Partial>(host, dev, table_bytes, stream);
     }
   }
   if (err == cudaSuccess) err = cudaEventRecord(done_, stream);
@@ -143,10 +139,24 @@ cudaError_t FrameStats::enqueue(cudaStream_t stream) {
     }
     return error_;
   }
-  results_ = host_results;
+  results_ = host + aligned(table_bytes);
   in_flight_ = true;
   arrived_ = false;
   return cudaSuccess;
+}
+
+// The kernels over the uploaded table, then the results' download: [table |
+// block partials | results] on the device, [table | results] in `host`.
+template <typename P>
+cudaError_t FrameStats::launch(char* host, char* device, size_t table_bytes, cudaStream_t stream) {
+  const uint32_t tensors = plan_.tensors();
+  auto* dev_blocks = reinterpret_cast<P*>(device + aligned(table_bytes));
+  P* dev_results = dev_blocks + plan_.total_blocks();
+  const cudaError_t err = launch_frame_stats(reinterpret_cast<const TensorEntry*>(device), tensors,
+                                             plan_.total_blocks(), dev_blocks, dev_results, stream);
+  if (err != cudaSuccess) return err;
+  return cudaMemcpyAsync(host + aligned(table_bytes), dev_results, tensors * sizeof(P),
+                         cudaMemcpyDeviceToHost, stream);
 }
 
 bool FrameStats::ready() {
@@ -173,7 +183,9 @@ Stats FrameStats::result(int index) const {
   if (!arrived_ || error_ != cudaSuccess || results_ == nullptr || index < 0 || index >= size()) {
     return Stats{};
   }
-  return plan_.finish(index, results_[index]);
+  if (plan_.with_casts())
+    return plan_.finish(index, static_cast<const CastPartial*>(results_)[index]);
+  return plan_.finish(index, static_cast<const Partial*>(results_)[index]);
 }
 
 }  // namespace ovf::cuda

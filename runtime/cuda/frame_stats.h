@@ -40,7 +40,7 @@ class FrameStats {
   // Starts a new frame. Call it once the previous one's results have arrived
   // (ready() said so): its buffers are in use until then, and clear() waits
   // for them rather than hand them to the next frame early.
-  void clear();
+  void clear(bool with_casts = false);
   // See FramePlan::add: the tensor's index in this frame, or -1.
   int add(const TensorView& view) { return plan_.add(view); }
   int size() const { return static_cast<int>(plan_.tensors()); }
@@ -63,6 +63,9 @@ class FrameStats {
 
  private:
   cudaError_t reserve(size_t table_bytes, size_t partial_count, cudaStream_t stream);
+  template <typename P>
+  cudaError_t launch(char* host, char* device, size_t table_bytes, cudaStream_t stream);
+  size_t partial_bytes() const;
   void release();
 
   FramePlan plan_;
@@ -73,7 +76,7 @@ class FrameStats {
   void* device_buffer_ = nullptr;
   size_t host_bytes_ = 0, device_bytes_ = 0;
   cudaEvent_t done_ = nullptr;
-  const Partial* results_ = nullptr;  // in host_, valid after arrival
+  const void* results_ = nullptr;  // Partials or CastPartials in host_, valid after arrival
   bool in_flight_ = false;
   bool arrived_ = false;
   cudaError_t error_ = cudaSuccess;

@@ -55,9 +55,13 @@ OVF_HD inline Partial combine(const Partial& a, const Partial& b) {
                  lesser(a.min_nonzero_key, b.min_nonzero_key)};
 }
 
-// The combine step as the function object CUB's reductions take.
+// The combine step as the function object CUB's reductions take, for Partial
+// and for cast_tally.cuh's CastPartial (found at instantiation).
 struct Combine {
-  OVF_HD Partial operator()(const Partial& a, const Partial& b) const { return combine(a, b); }
+  template <typename P>
+  OVF_HD P operator()(const P& a, const P& b) const {
+    return combine(a, b);
+  }
 };
 
 // Keys are 32 bits wide for elements of up to 4 bytes: 64-bit integer

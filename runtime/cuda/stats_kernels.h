@@ -19,6 +19,10 @@ namespace ovf::cuda {
 // launch error, if any; what the kernels find arrives with the stream.
 cudaError_t launch_frame_stats(const TensorEntry* table, uint32_t tensors, uint32_t total_blocks,
                                Partial* block_partials, Partial* results, cudaStream_t stream);
+// The same with the cast losses' below-threshold counts (cast_tally.cuh).
+cudaError_t launch_frame_stats(const TensorEntry* table, uint32_t tensors, uint32_t total_blocks,
+                               CastPartial* block_partials, CastPartial* results,
+                               cudaStream_t stream);
 
 }  // namespace ovf::cuda
 

@@ -84,7 +84,9 @@ FrameStatsPool& pool() {
 
 class CudaGroup : public DeviceGroupBackend {
  public:
-  explicit CudaGroup(int device) : device_(device), stats_(pool().take(device)) { stats_->clear(); }
+  CudaGroup(int device, bool with_casts) : device_(device), stats_(pool().take(device)) {
+    stats_->clear(with_casts);
+  }
   ~CudaGroup() override {
     if (submitted_) stats_->wait();  // its buffers go back to the pool only when idle
     pool().give_back(device_, std::move(stats_));
@@ -159,13 +161,14 @@ void note_cuda_backend() {
 #endif
 }
 
-std::unique_ptr<DeviceGroupBackend> make_cuda_group(int index) {
+std::unique_ptr<DeviceGroupBackend> make_cuda_group(int index, bool with_casts) {
 #ifdef OVF_HAVE_CUDA_GLUE
   if (verdict(index) == Verdict::kRejected) return nullptr;
   __atomic_or_fetch(&ovf_state.device_backends, uint32_t{OVF_BACKEND_CUDA}, __ATOMIC_RELAXED);
-  return std::make_unique<CudaGroup>(index);
+  return std::make_unique<CudaGroup>(index, with_casts);
 #else
   (void)index;
+  (void)with_casts;
   return nullptr;
 #endif
 }

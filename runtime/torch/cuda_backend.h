@@ -23,8 +23,9 @@ bool cuda_backend_built();
 void note_cuda_backend();
 
 // A batch's group for CUDA device `index` (null: not built, or the
-// self-check rejected it on that device).
-std::unique_ptr<DeviceGroupBackend> make_cuda_group(int index);
+// self-check rejected it on that device); with_casts: its statistics count
+// what casts to the narrow types would lose too.
+std::unique_ptr<DeviceGroupBackend> make_cuda_group(int index, bool with_casts);
 
 // The self-check (device_batch.cpp runs it): whether device `index` has not
 // been judged yet, and the verdict on its first frame: `failure` says what

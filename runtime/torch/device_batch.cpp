@@ -86,8 +86,8 @@ void TensorStatsBatch::submit() {
     if (g == groups_.size()) {
       groups_.emplace_back();
       groups_.back().device = device;
-      if (device.is_cuda() && headroom_ == OVF_DTYPE_UNKNOWN && !with_casts_) {
-        groups_.back().cuda = make_cuda_group(device.index());  // null where not built
+      if (device.is_cuda() && headroom_ == OVF_DTYPE_UNKNOWN) {  // null where not built
+        groups_.back().cuda = make_cuda_group(device.index(), with_casts_);
       }
     }
     e.group = static_cast<int>(g);
@@ -221,7 +221,7 @@ void TensorStatsBatch::finish() {
       const double* own_row = rows + static_cast<size_t>(row++) * kPortableColumns;
       if (!same || !e.on_cuda_backend) continue;
       same = same_stats(group.cuda->result(e.position),
-                        stats_from_row(own_row, e.numel, e.swap_infinities, e.dtype, false));
+                        stats_from_row(own_row, e.numel, e.swap_infinities, e.dtype, with_casts_));
     }
     cuda_record_check(group.device.index(), same, failure);
     if (!same) {

@@ -118,8 +118,8 @@ inline std::vector<unsigned char> make_elements(ovf_dtype dtype, size_t n, uint3
 // The CPU engine's statistics of a view. Where the CPU engine does not read a
 // dtype (uint16/32/64: its dtype_size() lacks them), a plain reference with the
 // same integer semantics stands in.
-inline ovf::Stats cpu_stats(const ovf::TensorView& v) {
-  if (ovf::dtype_size(v.dtype) != 0) return ovf::compute_stats_cpu(v);
+inline ovf::Stats cpu_stats(const ovf::TensorView& v, bool with_casts = false) {
+  if (ovf::dtype_size(v.dtype) != 0) return ovf::compute_stats_cpu(v, with_casts);
   ovf::Stats s;
   s.has_stats = true;
   s.numel = 1;
@@ -171,6 +171,10 @@ inline void expect_same_stats(const ovf::Stats& got, const ovf::Stats& want) {
   EXPECT_EQ(got.abs_min, want.abs_min);
   EXPECT_EQ(got.abs_max, want.abs_max);
   EXPECT_EQ(got.abs_min_nonzero, want.abs_min_nonzero);
+  EXPECT_EQ(got.has_cast, want.has_cast);
+  for (int k = 0; k < ovf::kCastCounts; ++k) {
+    EXPECT_EQ(got.cast.n[k], want.cast.n[k]) << "cast count " << k;
+  }
 }
 
 }  // namespace ovf_test

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cuda_test_data.h"
@@ -22,20 +23,22 @@ using ovf::cuda::FramePlan;
 using ovf::cuda::Partial;
 using ovf_test::Fill;
 
-// What scan_blocks and combine_blocks compute, block by block, thread by thread.
-std::vector<Partial> emulate_launch(const FramePlan& plan) {
+// What scan_blocks and combine_blocks compute, block by block, thread by thread
+// (P: Partial, or CastPartial for a frame that counts cast losses).
+template <typename P>
+std::vector<P> emulate_launch(const FramePlan& plan) {
   const auto& table = plan.table();
-  std::vector<Partial> blocks(plan.total_blocks(), ovf::cuda::identity_partial());
+  std::vector<P> blocks(plan.total_blocks(), ovf::cuda::identity_of<P>());
   for (uint32_t b = 0; b < plan.total_blocks(); ++b) {
     const auto& t = table[ovf::cuda::find_tensor(table.data(), plan.tensors(), b)];
     EXPECT_GE(b, t.first_block);
     EXPECT_LT(b, t.first_block + t.blocks);
     for (uint32_t tid = 0; tid < ovf::cuda::kThreads; ++tid) {
       blocks[b] = ovf::cuda::combine(
-          blocks[b], ovf::cuda::thread_scan(t, b - t.first_block, tid, ovf::cuda::kThreads));
+          blocks[b], ovf::cuda::thread_scan<P>(t, b - t.first_block, tid, ovf::cuda::kThreads));
     }
   }
-  std::vector<Partial> results(plan.tensors(), ovf::cuda::identity_partial());
+  std::vector<P> results(plan.tensors(), ovf::cuda::identity_of<P>());
   for (uint32_t i = 0; i < plan.tensors(); ++i) {
     for (uint32_t b = 0; b < table[i].blocks; ++b) {
       results[i] = ovf::cuda::combine(results[i], blocks[table[i].first_block + b]);
@@ -126,15 +129,18 @@ std::vector<std::unique_ptr<OwnedView>> make_frame(Fill fill) {
   return frame;
 }
 
+template <typename P = Partial>
 void check_frame(Fill fill) {
+  constexpr bool kCasts = std::is_same_v<P, ovf::cuda::CastPartial>;
   const auto frame = make_frame(fill);
   FramePlan plan;
+  plan.clear(kCasts);
   for (const auto& v : frame) ASSERT_GE(plan.add(v->view()), 0) << v->what;
-  const auto results = emulate_launch(plan);
+  const auto results = emulate_launch<P>(plan);
   for (size_t i = 0; i < frame.size(); ++i) {
     SCOPED_TRACE(frame[i]->what);
     ovf_test::expect_same_stats(plan.finish(static_cast<int>(i), results[i]),
-                                ovf_test::cpu_stats(frame[i]->cpu_view()));
+                                ovf_test::cpu_stats(frame[i]->cpu_view(), kCasts));
   }
 }
 
@@ -143,6 +149,13 @@ TEST(CudaFrameScan, FiniteBitsMatchCpuEngine) { check_frame(Fill::kFinite); }
 // All zeros: zero_count is the number of reads, so every element must be read
 // exactly once (broadcast ones once per repeat).
 TEST(CudaFrameScan, EveryElementReadOnce) { check_frame(Fill::kZeros); }
+// The cast losses, counted in the same pass: every floating dtype's twelve
+// counts as the CPU engine's (which a direct cast-then-count test checks,
+// tests/python/test_cast_counts.py); no cast counts for the other dtypes.
+TEST(CudaFrameScan, CastCountsMatchCpuEngine) {
+  check_frame<ovf::cuda::CastPartial>(Fill::kRandomBits);
+  check_frame<ovf::cuda::CastPartial>(Fill::kFinite);
+}
 
 TEST(CudaFramePlan, BlocksSplitTheWorkWithoutGapsOrEmptyBlocks) {
   const auto frame = make_frame(Fill::kZeros);

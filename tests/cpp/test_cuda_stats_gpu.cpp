@@ -99,17 +99,18 @@ class CudaStatsGpu : public ::testing::Test {
     return *tensors_.back();
   }
 
-  // All tensors added so far in one frame: one launch, then each compared.
-  void run_frame_and_compare() {
+  // All tensors added so far in one frame: one launch, then each compared
+  // (with_casts: the cast losses too).
+  void run_frame_and_compare(bool with_casts = false) {
     FrameStats frame;
-    frame.clear();
+    frame.clear(with_casts);
     for (const auto& t : tensors_) ASSERT_GE(frame.add(t->device_view()), 0) << t->what;
     ASSERT_EQ(frame.enqueue(stream_), cudaSuccess);
     ASSERT_EQ(frame.wait(), cudaSuccess);
     for (size_t i = 0; i < tensors_.size(); ++i) {
       SCOPED_TRACE(tensors_[i]->what);
       ovf_test::expect_same_stats(frame.result(static_cast<int>(i)),
-                                  ovf_test::cpu_stats(tensors_[i]->cpu_view()));
+                                  ovf_test::cpu_stats(tensors_[i]->cpu_view(), with_casts));
     }
   }
 
@@ -153,6 +154,22 @@ TEST_F(CudaStatsGpu, EveryDtypeViews) {
     add(dtype, 4096, 0, {1 << 10, 4096}, {0, 1}, Fill::kRandomBits, "broadcast rows");
   }
   run_frame_and_compare();
+}
+
+// The cast losses in the same launch: contiguous runs at unaligned starts
+// (the lane-pair pass, heads and tails), strided and broadcast views (one
+// element at a time, counted per repeat), every dtype (none for the others).
+TEST_F(CudaStatsGpu, CastCountsEveryDtype) {
+  for (ovf_dtype dtype : ovf_test::cuda_dtypes()) {
+    for (Fill fill : {Fill::kRandomBits, Fill::kFinite}) {
+      for (size_t offset : {0, 3}) {
+        add(dtype, 70001 + offset, offset, {70001}, {1}, fill, "offset " + std::to_string(offset));
+      }
+    }
+    add(dtype, 2000 * 1000, 1, {2000, 499}, {1000, 2}, Fill::kRandomBits, "large strided");
+    add(dtype, 4096, 0, {1 << 10, 4096}, {0, 1}, Fill::kRandomBits, "broadcast rows");
+  }
+  run_frame_and_compare(true);
 }
 
 TEST_F(CudaStatsGpu, NegatedViewsSwapInfinities) {

@@ -37,12 +37,18 @@ else:
 PACKAGE = os.path.join(PACKAGE_PARENT, "ovf")
 
 
+_HARNESS_VARIABLES = ("OVF_BUILD_DIR", "OVF_PYTHON", "OVF_TEST_INSTALLED")
+
+
 def run_ovf_child(args, timeout=120, **env):
     """Runs PYTHON with `args` against the ovf under test, in the environment of the
-    tests less every OVF_ variable, plus `env`; returns the CompletedProcess."""
+    tests less every OVF_ variable but this module's own (a child that imports it
+    finds the same build), plus `env`; returns the CompletedProcess."""
     import subprocess
 
-    child = {k: v for k, v in os.environ.items() if not k.startswith("OVF_")}
+    child = {
+        k: v for k, v in os.environ.items() if not k.startswith("OVF_") or k in _HARNESS_VARIABLES
+    }
     child["PYTHONPATH"] = PACKAGE_PARENT
     child.update(env)
     return subprocess.run(

@@ -45,7 +45,10 @@ def direct(t):
 CHECK = (
     DIRECT
     + """
+import os
 from ovf import _ovf
+
+DEVICE = os.environ.get("OVF_TEST_CAST_DEVICE", "cpu")  # where device_stats reads its copy
 
 EDGES = [65504, 65520, 65519.99, 65536, 464, 463.9, 464.1, 448, 480, 61440, 61439, 57344,
          2**-24, 2**-25, 2**-25 * 1.0001, 2**-14, 2**-14 - 2**-25, 2**-14 - 2**-26,
@@ -60,10 +63,11 @@ for dtype in (torch.float64, torch.float32, torch.float16, torch.bfloat16,
               torch.float8_e4m3fn, torch.float8_e5m2):
     edges = torch.tensor(EDGES + [-e for e in EDGES], dtype=torch.float64).to(dtype)
     for data_name, data in (("edges", edges), ("wide", wide.to(dtype))):
-        for layout_name, t in (("contiguous", data), ("strided", data[::3])):
+        there = data.to(DEVICE)
+        for layout_name, t, u in (("contiguous", data, there), ("strided", data[::3], there[::3])):
             want = direct(t)
-            for engine, stats in (("cpu", _ovf.stats), ("device", _ovf.device_stats)):
-                got = stats(t, casts=True).get("cast")
+            for engine, stats, x in (("cpu", _ovf.stats, t), ("device", _ovf.device_stats, u)):
+                got = stats(x, casts=True).get("cast")
                 if got != want:
                     wrong.append(f"{engine} {dtype} {data_name} {layout_name}: {got} != {want}")
             if _ovf.stats(t).get("cast") is not None:
@@ -80,6 +84,7 @@ def check(**env):
     p = run_ovf_child(["-c", CHECK], timeout=300, PYTHONPATH=PACKAGE_PARENT, **env)
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout == "[]\n", p.stdout[-3000:]
+    return p
 
 
 def test_the_cpu_engine_and_the_portable_backend_count_what_torch_casts_lose():

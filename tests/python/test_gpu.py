@@ -10,6 +10,7 @@ import pytest
 import torch
 from build_paths import run_ovf_child
 from ovf import _ovf
+from test_cast_counts import check as check_cast_counts
 from test_device_engine import DTYPES, _bit_patterns, _views
 
 pytestmark = pytest.mark.skipif(
@@ -39,6 +40,17 @@ def test_cuda_statistics_are_the_cpu_engines(dtype):
         _assert_same(_ovf.device_stats(view), _ovf.stats(on_cpu[name]), dtype, name)
 
 
+def test_the_cuda_backend_counts_what_torch_casts_lose():
+    """The cast losses from the CUDA kernels, against casting with torch and counting
+    (tests/python/test_cast_counts.py's check, its device copies on the GPU). A
+    backend that counted wrong would fail the first frame's self-check and leave the
+    numbers to the portable backend with a warning: there must be none."""
+    if not _ovf.cuda_backend_built():
+        pytest.skip("this build has no CUDA backend (its torch is not a CUDA build)")
+    p = check_cast_counts(OVF_TEST_CAST_DEVICE="cuda")
+    assert "ovf: warning" not in p.stderr, p.stderr[-2000:]
+
+
 def test_a_bool_byte_other_than_one_is_true_on_the_gpu():
     flags = torch.tensor([2, 0, 1, 255] * 64, dtype=torch.uint8).view(torch.bool)
     assert _ovf.device_stats(flags.cuda()) == _ovf.stats(flags)
@@ -46,7 +58,6 @@ def test_a_bool_byte_other_than_one_is_true_on_the_gpu():
 
 SELF_CHECK = """
 import torch, ovf
-from build_paths import run_ovf_child
 from ovf import _ovf
 net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).cuda()
 debug = ovf.DebugUnderflowOverflow(net, device_mode="exact")

@@ -191,7 +191,7 @@ typedef struct ovf_record {
                           //     OVF_NO_SEQ: none observed (module mode sees no backward op)
   uint32_t skips_in_row;  // 168 SCALER: skipped steps in a row, this one included (0: no skip)
   // Layout 6: lines flagged OVF_FLAG_CAST; index ovf_cast_target * 3 + ovf_cast_loss.
-  uint32_t cast_counts[OVF_CAST_TARGETS * OVF_CAST_LOSSES];  // 172
+  uint32_t cast_counts[(int)OVF_CAST_TARGETS * (int)OVF_CAST_LOSSES];  // 172
   uint8_t reserved[OVF_RECORD_SIZE - 220];  // 220 zero; room to grow (bump the version)
 } ovf_record;
 
