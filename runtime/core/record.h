@@ -10,8 +10,10 @@
 
 namespace ovf {
 
+constexpr uint8_t kCudaDeviceType = 1;  // ovf_record::device_type
+
 struct DeviceId {
-  uint8_t type = 0;  // 0 cpu, 1 cuda, 255 other
+  uint8_t type = 0;  // 0 cpu, 1 (kCudaDeviceType) cuda, 255 other
   int8_t index = -1;
 };
 

@@ -12,6 +12,8 @@
 #include <utility>
 
 #include "ring_writer.h"
+
+#include "record.h"
 #include "version.h"
 
 // The one exported symbol readers look for. Zero until initialised, so a reader
@@ -276,6 +278,11 @@ uint64_t append_records(ovf_record* records, uint32_t count) {
     __atomic_store_n(&slot.seq, OVF_NO_SEQ, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
     ovf_record& r = records[i];
+    // The header names the process's GPU (ovf status, ovf.ranks): the first
+    // CUDA device a record was made on; it stays -1 (cpu) for a CPU-only run.
+    if (r.device_type == kCudaDeviceType && ovf_state.device_index < 0) {
+      __atomic_store_n(&ovf_state.device_index, int32_t{r.device_index}, __ATOMIC_RELAXED);
+    }
     r.seq = first + i;
     if (r.frame_seq == OVF_NO_SEQ) r.frame_seq = first;
     memcpy(reinterpret_cast<char*>(&slot) + sizeof slot.seq,

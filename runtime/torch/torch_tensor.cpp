@@ -34,7 +34,7 @@ ovf_dtype to_ovf_dtype(at::ScalarType t) {
 DeviceId device_id_of(const at::Tensor& t) {
   const auto d = t.device();
   if (d.is_cpu()) return {0, -1};
-  if (d.is_cuda()) return {1, static_cast<int8_t>(d.index())};
+  if (d.is_cuda()) return {kCudaDeviceType, static_cast<int8_t>(d.index())};
   return {255, static_cast<int8_t>(d.has_index() ? d.index() : -1)};
 }
 

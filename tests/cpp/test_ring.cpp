@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "record.h"
 #include "ring_writer.h"
 
 namespace {
@@ -38,6 +39,24 @@ TEST(Ring, AppendGroupsAFrameUnderItsFirstSeq) {
     EXPECT_EQ(r->frame_seq, first);
   }
   EXPECT_EQ(ovf::find_record(first + 3), nullptr);  // not written yet
+}
+
+// The header names the process's GPU from the first record made on one
+// (ovf status printed "cpu" for every CUDA run before); later ones leave it.
+TEST(Ring, TheFirstCudaRecordNamesTheProcesssDevice) {
+  ASSERT_EQ(ovf_state.device_index, -1);
+  ovf_record cpu = blank(OVF_KIND_OUTPUT);
+  cpu.device_index = -1;
+  ovf::append_records(&cpu, 1);
+  EXPECT_EQ(ovf_state.device_index, -1);
+  ovf_record gpu = blank(OVF_KIND_OUTPUT);
+  gpu.device_type = ovf::kCudaDeviceType;
+  gpu.device_index = 3;
+  ovf::append_records(&gpu, 1);
+  EXPECT_EQ(ovf_state.device_index, 3);
+  gpu.device_index = 1;
+  ovf::append_records(&gpu, 1);
+  EXPECT_EQ(ovf_state.device_index, 3);
 }
 
 TEST(Ring, OverwrittenSlotsAreNotFound) {
