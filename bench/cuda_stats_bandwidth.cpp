@@ -93,14 +93,14 @@ struct DeviceFrame {
     CHECK(cudaMalloc(&partials, (plan.total_blocks() + plan.tensors()) * each));
   }
   void launch(cudaStream_t stream) const {
+    const auto run = [&](auto* p) {  // block partials, then the results
+      CHECK(ovf::cuda::launch_frame_stats(table, plan.tensors(), plan.total_blocks(), p,
+                                          p + plan.total_blocks(), stream));
+    };
     if (plan.with_casts()) {
-      auto* p = static_cast<ovf::cuda::CastPartial*>(partials);
-      CHECK(ovf::cuda::launch_frame_stats(table, plan.tensors(), plan.total_blocks(), p,
-                                          p + plan.total_blocks(), stream));
+      run(static_cast<ovf::cuda::CastPartial*>(partials));
     } else {
-      auto* p = static_cast<ovf::cuda::Partial*>(partials);
-      CHECK(ovf::cuda::launch_frame_stats(table, plan.tensors(), plan.total_blocks(), p,
-                                          p + plan.total_blocks(), stream));
+      run(static_cast<ovf::cuda::Partial*>(partials));
     }
   }
   ~DeviceFrame() {

@@ -42,6 +42,12 @@ struct Stats {
 
   bool nonfinite() const { return nan_count + pos_inf_count + neg_inf_count > 0; }
   uint64_t finite_count() const { return numel - nan_count - pos_inf_count - neg_inf_count; }
+  // Sets the cast losses from an engine's below-threshold counts (cast_loss.h),
+  // once the finite and zero counts are in.
+  void set_cast_from_below(const uint64_t* below) {
+    has_cast = true;
+    cast = cast_counts_from_below(below, finite_count(), zero_count);
+  }
 };
 
 // Whether two engines agree on every field (NaN-free: all fields are counts

@@ -155,10 +155,7 @@ Stats stats_float_bits(const TensorView& v, const ScanFloatType& t, int elem_siz
   });
   if (!ok) return Stats{};
   Stats s = finish_float(acc, count_elements(v), v.dtype, t.inf_bits, v.negated);
-  if (bounds != nullptr) {
-    s.has_cast = true;
-    s.cast = cast_counts_from_below(below, s.finite_count(), s.zero_count);
-  }
+  if (bounds != nullptr) s.set_cast_from_below(below);
   return s;
 }
 
@@ -201,10 +198,7 @@ Stats stats_by_magnitude(const TensorView& v, int elem_size, double min_normal,
   s.abs_min = mn;
   s.abs_max = any_non_negative || mn == kInf ? mx : mn;
   s.abs_min_nonzero = mnz;
-  if (bounds != nullptr) {
-    s.has_cast = true;
-    s.cast = cast_counts_from_below(below, s.finite_count(), s.zero_count);
-  }
+  if (bounds != nullptr) s.set_cast_from_below(below);
   return s;
 }
 

@@ -81,27 +81,17 @@ struct CastTally {
   // (every limit is below 0x8000, so no lane borrows from the one above).
   OVF_HD void add_lanes(const Vector& v) {
     using Lanes = LanePairs<Codec>;
-    constexpr uint32_t kAbs = static_cast<uint32_t>(Codec::kAbsMask) * Lanes::kOne;
-    uint32_t lifted[sizeof(Bits) == 2 ? 4 : 8];
-    OVF_UNROLL
-    for (int w = 0; w < kVectorBytes / 4; ++w) {
-      if constexpr (sizeof(Bits) == 2) {
-        lifted[w] = (v.w[w] & kAbs) | Lanes::kTop;
-      } else {
-        lifted[2 * w] = (v.w[w] & kAbs) | Lanes::kTop;
-        lifted[2 * w + 1] = ((v.w[w] >> 8) & kAbs) | Lanes::kTop;
-      }
-    }
-    OVF_UNROLL
-    for (int j = 0; j < kCastCounts; ++j) {
-      const uint32_t lane_limit = static_cast<uint32_t>(limit[j]) * Lanes::kOne;
-      uint32_t lanes = 0;  // at most 8 per lane per vector
+    uint32_t lanes[kCastCounts] = {};  // at most 8 per lane per vector
+    for_each_key_pair<Codec>(v, [&](uint32_t keys) {
+      const uint32_t lifted = keys | Lanes::kTop;
       OVF_UNROLL
-      for (int w = 0; w < static_cast<int>(sizeof lifted / sizeof lifted[0]); ++w) {
-        lanes += (~(lifted[w] - lane_limit) & Lanes::kTop) >> 15;
+      for (int j = 0; j < kCastCounts; ++j) {
+        const uint32_t lane_limit = static_cast<uint32_t>(limit[j]) * Lanes::kOne;
+        lanes[j] += (~(lifted - lane_limit) & Lanes::kTop) >> 15;
       }
-      below[j] += Lanes::both(lanes);
-    }
+    });
+    OVF_UNROLL
+    for (int j = 0; j < kCastCounts; ++j) below[j] += Lanes::both(lanes[j]);
   }
 
   OVF_HD CastPartial finish(const Partial& stats) const {

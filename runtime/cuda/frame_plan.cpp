@@ -87,8 +87,7 @@ Stats FramePlan::finish(int index, const CastPartial& p) const {
   if (cast_bounds(m.dtype) != nullptr) {
     uint64_t below[kCastCounts];
     for (int j = 0; j < kCastCounts; ++j) below[j] = p.below[j] * m.repeat;
-    s.has_cast = true;
-    s.cast = cast_counts_from_below(below, s.finite_count(), s.zero_count);
+    s.set_cast_from_below(below);
   }
   return s;
 }

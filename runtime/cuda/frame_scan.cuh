@@ -145,17 +145,13 @@ OVF_HD P thread_scan(const TensorEntry& t, uint64_t block, uint32_t tid, uint32_
       return t.contiguous ? scan_contiguous<Codec>(t, block, tid, threads, tally)
                           : scan_strided<Codec>(t, block, tid, threads, tally);
     };
-    if constexpr (std::is_same_v<P, Partial>) {
-      NoTally none;
-      return scan(none);
-    } else if constexpr (Codec::kFloating) {
+    if constexpr (std::is_same_v<P, CastPartial> && Codec::kFloating) {
       CastTally<Codec> tally(t.cast_limits);
       const Partial stats = scan(tally);
       return tally.finish(stats);
     } else {
       NoTally none;
-      CastPartial p{scan(none), {}};
-      return p;
+      return P{scan(none)};  // a CastPartial's below-counts zero
     }
   });
 }

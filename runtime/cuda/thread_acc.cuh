@@ -40,6 +40,19 @@ struct LanePairs {
   OVF_HD static uint32_t both(uint32_t lanes) { return (lanes & 0xffffu) + (lanes >> 16); }
 };
 
+// A vector's keys of a 1- or 2-byte codec as lane pairs (LanePairs' input),
+// fn(pair) for each: float16/bfloat16 words as they are, fp8 words split into
+// their even and their odd bytes, the sign bits cleared.
+template <typename Codec, typename Fn>
+OVF_HD void for_each_key_pair(const Vector& v, Fn&& fn) {
+  constexpr uint32_t kAbs = static_cast<uint32_t>(Codec::kAbsMask) * 0x00010001u;
+  OVF_UNROLL
+  for (int j = 0; j < kVectorBytes / 4; ++j) {
+    fn(v.w[j] & kAbs);
+    if constexpr (sizeof(typename Codec::Bits) == 1) fn((v.w[j] >> 8) & kAbs);
+  }
+}
+
 // One thread's running statistics in its codec's own widths: 32-bit counters
 // (a thread sees far fewer than 2^32 elements: the launch plan bounds the
 // elements per block) and keys as narrow as the element allows.
@@ -109,17 +122,8 @@ struct ThreadAcc {
 
   // The fast pass for 1- and 2-byte elements, two keys at a time (LanePairs).
   OVF_HD bool add_lanes(const Vector& v) {
-    constexpr uint32_t kAbs = static_cast<uint32_t>(Codec::kAbsMask) * 0x00010001u;
     LanePairs<Codec> pairs;
-    OVF_UNROLL
-    for (int j = 0; j < kVectorBytes / 4; ++j) {
-      if constexpr (sizeof(Bits) == 2) {
-        pairs.add(v.w[j] & kAbs);
-      } else {
-        pairs.add(v.w[j] & kAbs);
-        pairs.add((v.w[j] >> 8) & kAbs);
-      }
-    }
+    for_each_key_pair<Codec>(v, [&](uint32_t keys) { pairs.add(keys); });
     const uint32_t below = lesser(pairs.below & 0xffffu, pairs.below >> 16);
     const Key mnz = below == 0xffffu ? Key{0} : static_cast<Key>(below + 1);
     return merge_fast(greater(pairs.max & 0xffffu, pairs.max >> 16), mnz,

@@ -166,8 +166,7 @@ Stats stats_from_row(const double* row, uint64_t numel, bool swap_infinities, ov
   if (with_casts && cast_bounds(dtype) != nullptr) {
     uint64_t below[kCastCounts];
     for (int k = 0; k < kCastCounts; ++k) below[k] = static_cast<uint64_t>(row[kCastBelow + k]);
-    s.has_cast = true;
-    s.cast = cast_counts_from_below(below, s.finite_count(), s.zero_count);
+    s.set_cast_from_below(below);
   }
   return s;
 }
