@@ -8,13 +8,19 @@
 #   OVF_PYTHON      the interpreter with torch (default .venv/bin/python, tools/setup.sh's)
 #   OVF_TEST_WHEEL  0: the end-to-end tests run against the build tree too (the trixie
 #                   leg, whose Debian torch has no pip to build a wheel with)
+#   OVF_TEST_JOBS   pytest processes per suite, each a share of its tests (default: the
+#                   machine's cores, at most 4; tests/python/sharding.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+started=$(date +%s)
+phase() { echo "== $1 ($(( $(date +%s) - started )) s into tools/test.sh)"; }
 build=${OVF_BUILD_DIR:-build}
 python=${OVF_PYTHON:-$(readlink -f .venv)/bin/python}  # the interpreter the build was made for
 source tools/ccache-env.sh
+phase "style checks"
 PATH="$(dirname "$python"):$PATH" bash tools/lint.sh  # the venv's ruff, where it has one
+phase "C++ tests"
 ctest --test-dir "$build" --output-on-failure --timeout 300
 # Every test that starts a process bounds it with its own timeout. Each suite's temporary
 # files (core files: several GB an e2e run) go to a directory of the build that pytest
@@ -24,16 +30,44 @@ ctest --test-dir "$build" --output-on-failure --timeout 300
 # about 40 GB of them, more than a CI machine's free disk with both legs' runs.
 pytest_args=(-q -rs -p no:cacheprovider -o tmp_path_retention_policy=failed)
 mkdir -p "$build/pytest-tmp"  # pytest makes the --basetemp directory, not its parents
-"$python" -m pytest "${pytest_args[@]}" --basetemp="$build/pytest-tmp/python" tests/python
+jobs=${OVF_TEST_JOBS:-$(nproc)}
+[ "$jobs" -le 4 ] || jobs=4
+shards=()
+trap '[ ${#shards[@]} = 0 ] || kill "${shards[@]}" 2>/dev/null || true' EXIT
+# suite NAME PYTHON-AND-ARGS...: the suite's $jobs shards at once, each into its own log and
+# temporary directory; the logs are printed when all have ended; fails if one failed.
+suite() {
+  local name=$1 k rc=0 t0
+  shift
+  t0=$(date +%s)
+  shards=()
+  for ((k = 0; k < jobs; k++)); do
+    OVF_TEST_SHARD=$k/$jobs "$@" "${pytest_args[@]}" --basetemp="$build/pytest-tmp/$name-$k" \
+      >"$build/pytest-$name-$k.log" 2>&1 &
+    shards+=($!)
+  done
+  for k in "${!shards[@]}"; do
+    wait "${shards[$k]}" || rc=1
+  done
+  shards=()
+  for ((k = 0; k < jobs; k++)); do
+    echo "-- $name, shard $k of $jobs"
+    cat "$build/pytest-$name-$k.log"
+  done
+  echo "== $name: $(( $(date +%s) - t0 )) s in $jobs shards$([ "$rc" = 0 ] || echo ', FAILED')"
+  return "$rc"
+}
+phase "Python tests against $build"
+suite python "$python" -m pytest tests/python
 if [ "${OVF_TEST_WHEEL:-1}" = 1 ]; then
   installed=$(bash tools/wheel-venv.sh "$python" "$build/wheel-venv")
-  echo "== end-to-end tests against the pip-installed ovf ($installed)"
-  OVF_TEST_INSTALLED=1 "$installed" -m pytest "${pytest_args[@]}" \
-    --basetemp="$build/pytest-tmp/e2e" tests/e2e
+  phase "end-to-end tests against the pip-installed ovf ($installed)"
+  OVF_TEST_INSTALLED=1 suite e2e "$installed" -m pytest tests/e2e
 else
-  "$python" -m pytest "${pytest_args[@]}" --basetemp="$build/pytest-tmp/e2e" tests/e2e
+  phase "end-to-end tests against $build"
+  suite e2e "$python" -m pytest tests/e2e
 fi
-echo "== benchmarks, --quick"
+phase "benchmarks, --quick"
 for bench in bench/*.py; do
   case "$bench" in bench/_*) continue ;; esac
   echo "-- $bench --quick"
@@ -41,3 +75,4 @@ for bench in bench/*.py; do
     { cat "$build/$(basename "$bench" .py).quick.txt"; echo "ovf test: $bench --quick failed"; exit 1; }
   tail -n 3 "$build/$(basename "$bench" .py).quick.txt"
 done
+phase "done"

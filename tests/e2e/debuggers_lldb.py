@@ -9,10 +9,11 @@ import shutil
 import tempfile
 
 from bounded_process import TIMEOUT, clean_env, run_bounded
-from build_paths import FRONT_ENDS, LLDB_LAUNCHER, PYTHON
+from build_paths import BUILD, FRONT_ENDS, LLDB_LAUNCHER, PYTHON
 from debuggers_base import CUT_MARK, Debugger, _check
 
 LLDB_SCRIPT = os.path.join(FRONT_ENDS, "lldb", "ovf_lldb.py")
+LLDB_INDEX_CACHE = os.path.join(BUILD, "lldb-index-cache")
 
 
 class Lldb(Debugger):
@@ -71,10 +72,15 @@ class Lldb(Debugger):
         # The inferior writes straight into lldb's own stdout, as under gdb (by default
         # LLDB gives it a pseudo-terminal and copies its output when it gets to it):
         # /proc/$$/fd/1 is lldb's stdout once sh has exec'ed it.
+        # LLDB's own index cache (symbol tables it parsed, by module UUID) is kept under the
+        # build: pip's torch loads 3 GB of libraries whose symbols every session parses
+        # again otherwise (about 3.5 s a session of the ~120 an e2e run starts).
         shell = (
             'exec "$0" --no-lldbinit -b -O "settings set target.input-path /dev/null" '
             '-O "settings set target.output-path /proc/$$/fd/1" '
-            '-O "settings set target.error-path /proc/$$/fd/1" "$@"'
+            '-O "settings set target.error-path /proc/$$/fd/1" '
+            '-O "settings set symbols.enable-lldb-index-cache true" '
+            f'-O "settings set symbols.lldb-index-cache-path {LLDB_INDEX_CACHE}" "$@"'
         )
         try:
             text = run_bounded(

@@ -5,3 +5,4 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import build_paths  # noqa: E402,F401 - puts the built package on sys.path
+from sharding import pytest_collection_modifyitems  # noqa: E402,F401 - OVF_TEST_SHARD=K/N
