@@ -9,6 +9,7 @@
 
 #include "cast_loss.h"
 #include "control.h"
+#include "event_summary.h"
 #include "monitor_lines.h"
 #include "record.h"
 #include "report.h"
@@ -316,6 +317,7 @@ uint32_t Monitor::detect(const Committed& span, const ovf_record* records, uint3
     ovf_state.last_event_seq = span.first;
     ovf_state.last_event_kind = events;
     ovf_state.last_event_late = judging_late_ || request.late ? 1 : 0;
+    if (events & kConditioned) write_event_summary(events & kConditioned, span.first);
     reach_stop_hook(find_record(span.first), events);
   }
   return events;

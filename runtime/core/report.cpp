@@ -23,7 +23,10 @@ std::string right_17(std::string_view word) {  // f"{word:>17}"
 
 std::string label_of(const ovf_record& r) { return escape_text(interned(r.label_id)); }
 
-// A module path for people: the watched model itself (path "") by its class.
+std::string module_text(uint32_t id) { return module_name(id, "(no module)"); }
+
+}  // namespace
+
 std::string module_name(uint32_t id, const char* none) {
   if (id == OVF_NO_ID) return none;
   const std::string_view path = interned(id);
@@ -32,10 +35,6 @@ std::string module_name(uint32_t id, const char* none) {
     return "<root " + escape_text(interned(root_class)) + ">";
   return escape_text(path);
 }
-
-std::string module_text(uint32_t id) { return module_name(id, "(no module)"); }
-
-}  // namespace
 
 const char* const kColumnHeader = "abs min  abs max  metadata";
 

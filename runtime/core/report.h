@@ -30,6 +30,10 @@ ReferenceMinMax reference_min_max(const ovf_record& line);
 // what is printed around it. Printable text passes unchanged.
 std::string escape_text(std::string_view text);
 
+// A module path for people, escaped: the watched model itself (path "") as
+// "<root Class>"; `none` for OVF_NO_ID.
+std::string module_name(uint32_t id, const char* none);
+
 // One record as the reference prints it (a frame header, a tensor line, a batch
 // marker); the string table resolves ids.
 std::string format_record(const ovf_record& r);

@@ -10,6 +10,7 @@
 #include "cuda_backend.h"
 #include "device_batch.h"
 #include "device_engine.h"
+#include "event_summary.h"
 #include "monitor.h"
 #include "op_groups.h"
 #include "op_observer.h"
@@ -197,6 +198,9 @@ PYBIND11_MODULE(_ovf, m) {
       "stepped (False): while they are pending, the line that began the step calling its model "
       "again with gradients on begins the next one.");
   m.def("deliver_pending_raise", &ovf::deliver_pending_raise);
+  m.def("set_event_summary_dir", &ovf::set_event_summary_dir, py::arg("directory"),
+        "Where the process's first NaN/Inf event leaves its summary for python3 -m ovf.ranks "
+        "(\"\": nowhere).");
   m.def("after_optimizer_step", &ovf::after_optimizer_step,
         "Checks an optimizer's parameters after its step; records the non-finite ones.");
   m.def("is_watched", &ovf::is_watched);

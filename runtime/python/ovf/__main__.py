@@ -25,6 +25,7 @@ OPTION_OF = {
     "OVF_SCALE_FLOOR": "--scale-floor",
     "OVF_EARLY_HORIZON": "--early-horizon",
     "OVF_UPDATE_RATIO": "--update-ratio",
+    "OVF_EVENT_DIR": "--event-dir",
 }
 # What --stop may name: the kinds of value that stop the run.
 STOP_KINDS = ("nan", "inf")
@@ -177,6 +178,15 @@ def _parser():
             f"(default {_options.UPDATE_RATIO:g}; 0: steps not measured)"
         ),
     )
+    p.add_argument(
+        "--event-dir",
+        default=None,
+        metavar="DIR",
+        help=(
+            "leave a small summary of the first inf/nan in DIR (one file a process), for "
+            "python3 -m ovf.ranks DIR: which rank of a job produced it first"
+        ),
+    )
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     return p
@@ -219,6 +229,8 @@ def main(argv=None):
     if (args.early_horizon is not None or args.update_ratio is not None) and not args.early:
         print("ovf: --early-horizon and --update-ratio tune --early: add --early", file=sys.stderr)
         return 2
+    if args.event_dir is not None:
+        env["OVF_EVENT_DIR"] = args.event_dir
     if args.wait_timeout is not None:
         env["OVF_WAIT_TIMEOUT"] = repr(args.wait_timeout)
     if args.device_mode is not None:

@@ -112,6 +112,7 @@ def enable(
     update_ratio=_options.UPDATE_RATIO,
     cast=None,
     cast_limits=(None, None, None),
+    event_dir=None,
 ):
     """Turns detection on for every model this process runs. Idempotent.
 
@@ -138,6 +139,9 @@ def enable(
     share of its values: (overflow, flush, subnormal), None for one not watched.
     Lines then count their cast losses; without a debugger the stop only marks
     the ring, as --above does.
+    event_dir: a directory where the process's first NaN/Inf event leaves a small
+    JSON summary (rank, batch, time, op, module, line, producer or carrier) for
+    `python3 -m ovf.ranks DIR`, the verdict of a whole job; None: none.
 
     Every option is checked before anything is switched on: a refused one
     leaves the process as it was."""
@@ -160,6 +164,7 @@ def enable(
     if cast is not None:
         control["observe"] |= _options.OBSERVE_BITS["cast"]
     wait_timeout = _options.seconds(wait_timeout)
+    summary_dir = _options.event_dir(event_dir)
     if condition is not None:
         from . import _condition
 
@@ -200,6 +205,7 @@ def enable(
             mask |= _options.STOP_BITS["scaler"]  # a scaler that gives up: NaN/Inf gradients
     _ovf.set_control(stop_mask=mask, **control)
     _ovf.set_wait_timeout(wait_timeout)
+    _ovf.set_event_summary_dir(summary_dir)
     if condition is not None:
         _condition.install(condition)
     _ovf.sync_op_observer()
@@ -239,4 +245,5 @@ def enable_from_environment():
         update_ratio=opts["update_ratio"],
         cast=opts["cast"],
         cast_limits=opts["cast_limits"],
+        event_dir=opts["event_dir"],
     )

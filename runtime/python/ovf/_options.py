@@ -188,6 +188,24 @@ def cast_control(target, limits, where="cast"):
     return out
 
 
+def event_dir(value, where="event_dir"):
+    """The directory for event summaries as an absolute path ("" for None): one that
+    exists and this process may write to (checked now, not at the event)."""
+    if value is None or value == "":
+        return ""
+    if not isinstance(value, (str, os.PathLike)):
+        raise OptionError(f"ovf: {where} must be a directory's path; got {value!r}")
+    path = os.path.abspath(os.fspath(value))
+    if not os.path.isdir(path):
+        raise OptionError(
+            f"ovf: {where} {os.fspath(value)!r} is not a directory: make it first "
+            "(every rank writes its own file there)"
+        )
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise OptionError(f"ovf: {where} {os.fspath(value)!r} is not writable by this process")
+    return path
+
+
 def _env_int(name, text):
     try:
         return int(text)
@@ -294,6 +312,7 @@ def from_environment(environ=None):
         for name in CAST_LOSSES
     )
     cast_control(opts["cast"], opts["cast_limits"], "OVF_CAST")
+    opts["event_dir"] = event_dir(env.get("OVF_EVENT_DIR", ""), "OVF_EVENT_DIR") or None
     return opts
 
 

@@ -1,0 +1,213 @@
+"""python3 -m ovf.ranks DIR [--json]
+
+The verdict of a whole job from the event summaries its processes left in DIR
+(`--event-dir DIR`, OVF_EVENT_DIR, ovf.enable(event_dir=...)): which rank made a
+non-finite value first, and which ranks went non-finite after it. A job of
+thousands of ranks is judged from these few hundred bytes a rank, without
+reading any ring; the verdict names the rank whose ring or core to open.
+
+Each summary holds the rank, batch, CLOCK_REALTIME of the first non-finite
+value, the op, module and line, and whether that process made the value from
+finite ones (a producer) or received it (a carrier: a parameter or gradient
+already non-finite -- what an all-reduce or an optimizer step delivers -- or an
+input). Ranks are ordered by that time: across hosts the order is as good as
+their clocks agree. Files are found in DIR and its subdirectories. Exit status:
+0, or 2 when DIR holds no summary or a file could not be read (one line each on
+stderr; the verdict of the others is still given). It does not import torch.
+"""
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass
+
+PATTERN = ("ovf-event-", ".json")
+FIELDS = ("rank", "world_size", "batch", "time_ns", "role", "what")
+# A summary's "kind" (event_summary.cpp) in words, with its "module" for {}.
+PLACES = {
+    "module output": "the output of {}",
+    "module input": "an input of {}",
+    "parameter": "a parameter of {}",
+    "gradient": "the gradient of {}",
+    "buffer": "a buffer of {}",
+    "optimizer step": "optimizer.step into {}",
+    "checkpoint": "the checkpoint {}",
+}
+
+
+@dataclass
+class Summary:
+    path: str
+    data: dict
+
+    def __getattr__(self, name):
+        try:
+            return self.__dict__["data"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def who(self):
+        return f"rank {self.rank}" if self.rank >= 0 else f"pid {self.data.get('pid')}"
+
+    def place(self):
+        """ "aten::exp in blocks.1.amp at model.py:88 in forward", "the output of
+        blocks.1.amp at ...", "optimizer.step into blocks.0.fc.weight at ..." """
+        module = self.data.get("module") or "no module"
+        kind = self.data.get("kind")
+        if self.data.get("op"):
+            where = f"{self.op} in {module}"
+        elif kind in PLACES:
+            where = PLACES[kind].format(module)
+        else:
+            where = f"{kind or 'a value'} in {module}"
+        line = self.data.get("line")
+        return where + (f" at {line}" if line else "")
+
+
+def _parser():
+    p = argparse.ArgumentParser(
+        prog="python3 -m ovf.ranks",
+        description=__doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("directory", metavar="DIR", help="where the ranks left their event summaries")
+    p.add_argument("--json", action="store_true", help="one JSON document instead of text")
+    return p
+
+
+def read_summaries(directory):
+    """([Summary], [one-line error]) of every ovf-event-*.json under `directory`."""
+    found, errors = [], []
+    for parent, _dirs, files in os.walk(directory):
+        for name in sorted(files):
+            if not (name.startswith(PATTERN[0]) and name.endswith(PATTERN[1])):
+                continue
+            path = os.path.join(parent, name)
+            try:
+                with open(path, encoding="utf-8") as f:
+                    data = json.load(f)
+            except (OSError, ValueError) as e:
+                errors.append(f"ovf: cannot read the event summary {path}: {e}")
+                continue
+            missing = [k for k in FIELDS if not isinstance(data, dict) or k not in data]
+            if missing or data.get("ovf_event_summary") != 1:
+                errors.append(
+                    f"ovf: {path} is not an ovf event summary of version 1"
+                    + (f" (no {', '.join(missing)})" if missing else "")
+                )
+                continue
+            found.append(Summary(path, data))
+    return found, errors
+
+
+def ranges(numbers):
+    """[0, 1, 2, 4, 7, 8] -> "0-2,4,7-8"."""
+    out, numbers = [], sorted(numbers)
+    i = 0
+    while i < len(numbers):
+        j = i
+        while j + 1 < len(numbers) and numbers[j + 1] == numbers[j] + 1:
+            j += 1
+        out.append(str(numbers[i]) if i == j else f"{numbers[i]}-{numbers[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def _ranks(summaries):
+    """ "rank 0" or "ranks 0-4,6" """
+    numbers = [s.rank for s in summaries]
+    return ("rank " if len(numbers) == 1 else "ranks ") + ranges(numbers)
+
+
+def _after(t0, summaries):
+    """ "+0.013 s" or "+0.013 s to +0.095 s": when `summaries` went non-finite, from t0."""
+    lo = min(s.time_ns for s in summaries) - t0
+    hi = max(s.time_ns for s in summaries) - t0
+    return f"{lo / 1e9:+.3f} s" + ("" if hi == lo else f" to {hi / 1e9:+.3f} s")
+
+
+def verdict(summaries):
+    """The verdict as a dict (the --json document; its "lines" the text)."""
+    ordered = sorted(summaries, key=lambda s: (s.time_ns, s.rank))
+    producers = [s for s in ordered if s.role == "producer"]
+    first = producers[0] if producers else ordered[0]
+    world = max(s.world_size for s in ordered)
+    seen = {s.rank for s in ordered}
+    lines = []
+    if producers:
+        lines.append(f"first producer: {first.who()}, batch {first.batch}, {first.place()}")
+    else:
+        lines.append(
+            f"first non-finite: {first.who()}, batch {first.batch}, {first.place()}: it arrived "
+            "there (no rank made it from finite values where ovf looked)"
+        )
+    lines.append(f"  {first.what}")
+    if first.data.get("why"):
+        lines.append(f"  why: {first.why}")
+    before = [s for s in ordered if s.time_ns < first.time_ns]
+    later = [s for s in ordered if s is not first and s not in before]
+    if before:
+        one = len(before) == 1
+        lines.append(
+            f"{_ranks(before)} went non-finite before it ({_after(first.time_ns, before)}), as "
+            + ("a carrier: what it" if one else "carriers: what they")
+            + " received came from outside what ovf watched"
+        )
+    carriers = [s for s in later if s.role != "producer"]
+    if carriers:
+        lines.append(
+            f"{_ranks(carriers)} received it later ({_after(first.time_ns, carriers)}), as "
+            + ("a carrier" if len(carriers) == 1 else "carriers")
+        )
+    for s in (s for s in later if s.role == "producer"):
+        lines.append(
+            f"{s.who()} also made one of its own after ({_after(first.time_ns, [s])}): batch "
+            f"{s.batch}, {s.place()}"
+        )
+    missing = sorted(set(range(world)) - seen) if world > 1 else []
+    if missing:
+        lines.append(
+            f"no summary from {len(missing)} of {world} ranks: {ranges(missing)} (no event "
+            "there, or it died before its first)"
+        )
+    ranks = [s.rank for s in ordered if s.rank >= 0]
+    if len(set(ranks)) != len(ranks):
+        lines.append("ovf: several summaries have the same rank: they may come from different runs")
+    if len({s.data.get("host") for s in ordered}) > 1:
+        lines.append("ovf: the ranks ran on several hosts: the order is as good as their clocks")
+    return {
+        "first": first.data,
+        "first_is_producer": bool(producers),
+        "later": [s.data for s in later],
+        "missing_ranks": missing,
+        "lines": lines,
+    }
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    if not os.path.isdir(args.directory):
+        print(f"ovf: {args.directory!r} is not a directory", file=sys.stderr)
+        return 2
+    summaries, errors = read_summaries(args.directory)
+    for e in errors:
+        print(e, file=sys.stderr)
+    if not summaries:
+        print(
+            f"ovf: no event summaries (ovf-event-*.json) in {args.directory}: run the job with "
+            "python3 -m ovf --event-dir DIR, or OVF_EVENT_DIR=DIR",
+            file=sys.stderr,
+        )
+        return 2
+    result = verdict(summaries)
+    if args.json:
+        json.dump(result, sys.stdout, indent=1)
+        print()
+    else:
+        print("\n".join(result["lines"]))
+    return 2 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
