@@ -203,3 +203,33 @@ def test_a_two_rank_job_leaves_a_summary_a_rank_and_the_verdict_names_rank_1(tmp
     ]
     assert len(lines) == 3 and lines[2].startswith("rank 0 received it later (+0.0"), lines
     assert lines[2].endswith(" s), as a carrier")
+
+
+def test_under_torchrun_the_summaries_go_beside_each_ranks_logs_by_default(tmp_path):
+    out = run(
+        torchrun(
+            2,
+            tmp_path / "logs",
+            "-m",
+            "ovf",
+            "--on-nan",
+            "warn",
+            RANKS_SCRIPT,
+            "--inf-at",
+            "1:2",
+            "--steps",
+            "4",
+        ),
+        env=env(),
+    )
+    assert out.returncode == 0, out.stdout
+    (run_dir,) = os.listdir(tmp_path / "logs")
+    for rank in (0, 1):
+        folder = tmp_path / "logs" / run_dir / "attempt_0" / str(rank)
+        (name,) = [f for f in os.listdir(folder) if f.endswith(".json")]
+        assert name.startswith(f"ovf-event-rank0000{rank}-"), name
+    verdict = ranks_verdict(tmp_path / "logs")
+    assert verdict.returncode == 0, verdict.stderr
+    assert verdict.stdout.splitlines()[0] == (
+        "first producer: rank 1, batch 2, the output of blocks.1.amp at diverge.py:52 in forward"
+    )

@@ -141,7 +141,8 @@ def enable(
     the ring, as --above does.
     event_dir: a directory where the process's first NaN/Inf event leaves a small
     JSON summary (rank, batch, time, op, module, line, producer or carrier) for
-    `python3 -m ovf.ranks DIR`, the verdict of a whole job; None: none.
+    `python3 -m ovf.ranks DIR`, the verdict of a whole job; None: under torch's
+    launcher the rank's folder of its logs, else none.
 
     Every option is checked before anything is switched on: a refused one
     leaves the process as it was."""
@@ -164,7 +165,8 @@ def enable(
     if cast is not None:
         control["observe"] |= _options.OBSERVE_BITS["cast"]
     wait_timeout = _options.seconds(wait_timeout)
-    summary_dir = _options.event_dir(event_dir)
+    # Under torchrun, by default beside the rank's own logs: python3 -m ovf.ranks LOG_DIR.
+    summary_dir = _options.event_dir(event_dir) or _options.launcher_log_dir()
     if condition is not None:
         from . import _condition
 

@@ -206,6 +206,14 @@ def event_dir(value, where="event_dir"):
     return path
 
 
+def launcher_log_dir():
+    """The rank's own folder of torch's launcher's logs (torchrun names its error file
+    there: LOG_DIR/<run>/attempt_<n>/<local rank>/error.json), or "" outside it."""
+    error_file = os.environ.get("TORCHELASTIC_ERROR_FILE", "")
+    folder = os.path.dirname(error_file) if error_file else ""
+    return folder if folder and os.path.isdir(folder) and os.access(folder, os.W_OK) else ""
+
+
 def _env_int(name, text):
     try:
         return int(text)
