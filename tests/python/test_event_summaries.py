@@ -151,28 +151,18 @@ def test_an_event_dir_that_is_not_there_is_refused_before_the_run(tmp_path):
     )
 
 
+def two_rank_job(log_dir, *ovf_options):
+    """ranks.py on two ranks under python3 -m ovf --on-nan warn: rank 1's blocks.1.amp
+    makes inf in batch 2, rank 0 receives it through the gradients' all-reduce."""
+    argv = ["-m", "ovf", "--on-nan", "warn", *ovf_options, RANKS_SCRIPT, "--inf-at", "1:2"]
+    out = run(torchrun(2, log_dir, *argv, "--steps", "4"), env=env())
+    assert out.returncode == 0, out.stdout
+
+
 def test_a_two_rank_job_leaves_a_summary_a_rank_and_the_verdict_names_rank_1(tmp_path):
     events = tmp_path / "events"
     events.mkdir()
-    out = run(
-        torchrun(
-            2,
-            tmp_path / "logs",
-            "-m",
-            "ovf",
-            "--on-nan",
-            "warn",
-            "--event-dir",
-            str(events),
-            RANKS_SCRIPT,
-            "--inf-at",
-            "1:2",
-            "--steps",
-            "4",
-        ),
-        env=env(),
-    )
-    assert out.returncode == 0, out.stdout
+    two_rank_job(tmp_path / "logs", "--event-dir", str(events))
     files = sorted(os.listdir(events))
     assert [f.split("-")[2] for f in files] == ["rank00000", "rank00001"], files
     data = [json.load(open(events / f)) for f in files]
@@ -206,23 +196,7 @@ def test_a_two_rank_job_leaves_a_summary_a_rank_and_the_verdict_names_rank_1(tmp
 
 
 def test_under_torchrun_the_summaries_go_beside_each_ranks_logs_by_default(tmp_path):
-    out = run(
-        torchrun(
-            2,
-            tmp_path / "logs",
-            "-m",
-            "ovf",
-            "--on-nan",
-            "warn",
-            RANKS_SCRIPT,
-            "--inf-at",
-            "1:2",
-            "--steps",
-            "4",
-        ),
-        env=env(),
-    )
-    assert out.returncode == 0, out.stdout
+    two_rank_job(tmp_path / "logs")
     (run_dir,) = os.listdir(tmp_path / "logs")
     for rank in (0, 1):
         folder = tmp_path / "logs" / run_dir / "attempt_0" / str(rank)
