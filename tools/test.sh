@@ -30,7 +30,8 @@ ctest --test-dir "$build" --output-on-failure --timeout 300
 # about 40 GB of them, more than a CI machine's free disk with both legs' runs.
 pytest_args=(-q -rs -p no:cacheprovider -o tmp_path_retention_policy=failed)
 mkdir -p "$build/pytest-tmp"  # pytest makes the --basetemp directory, not its parents
-jobs=${OVF_TEST_JOBS:-$(nproc)}
+# (GNU nproc answers OMP_NUM_THREADS, which is 1 here)
+jobs=${OVF_TEST_JOBS:-$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)}
 [ "$jobs" -le 4 ] || jobs=4
 shards=()
 trap '[ ${#shards[@]} = 0 ] || kill "${shards[@]}" 2>/dev/null || true' EXIT
@@ -41,9 +42,11 @@ suite() {
   shift
   t0=$(date +%s)
   shards=()
+  # A background job of a script starts with SIGINT and SIGQUIT ignored, and so would every
+  # Python the tests start (no KeyboardInterrupt: the Ctrl-C tests hung): env gives them back.
   for ((k = 0; k < jobs; k++)); do
-    OVF_TEST_SHARD=$k/$jobs "$@" "${pytest_args[@]}" --basetemp="$build/pytest-tmp/$name-$k" \
-      >"$build/pytest-$name-$k.log" 2>&1 &
+    OVF_TEST_SHARD=$k/$jobs env --default-signal=INT,QUIT "$@" "${pytest_args[@]}" \
+      --basetemp="$build/pytest-tmp/$name-$k" >"$build/pytest-$name-$k.log" 2>&1 &
     shards+=($!)
   done
   for k in "${!shards[@]}"; do

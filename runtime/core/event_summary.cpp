@@ -13,6 +13,7 @@
 
 #include "report.h"
 #include "ring_writer.h"
+#include "sample_log.h"
 #include "snapshot.h"
 
 namespace ovf {
@@ -156,7 +157,17 @@ std::string event_summary_json(const ovf_record& first, uint32_t events, const s
   out += ", \"line\": " + (line.empty() ? std::string("null") : json_string(line));
   out += ", \"what\": " + json_string(what_happened(first));
   out += ", \"why\": " + (op ? json_text_or_null(first.diagnosis_id) : std::string("null"));
-  return out + "}\n";
+  out += ", \"samples\": [";
+  const auto samples = samples_of_batch(first.batch);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    out += std::string(i ? ", " : "") +
+           "{\"dataset\": " + json_string(escape_text(samples[i].dataset)) +
+           ", \"total\": " + std::to_string(samples[i].total) + ", \"indices\": [";
+    for (size_t k = 0; k < samples[i].indices.size(); ++k)
+      out += (k ? ", " : "") + std::to_string(samples[i].indices[k]);
+    out += "]}";
+  }
+  return out + "]}\n";
 }
 
 std::string write_new_file(const std::string& dir, const std::string& name,

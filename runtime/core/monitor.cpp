@@ -14,6 +14,7 @@
 #include "record.h"
 #include "report.h"
 #include "ring_writer.h"
+#include "sample_log.h"
 #include "snapshot.h"
 
 namespace ovf {
@@ -92,6 +93,7 @@ std::string Monitor::start_session(const SessionOptions& o) {
   // "The first non-finite value" is this session's: an earlier one's is history.
   __atomic_store_n(&ovf_state.first_nonfinite_seq, OVF_NO_SEQ, __ATOMIC_RELEASE);
   __atomic_store_n(&last_nonfinite_seq_, OVF_NO_SEQ, __ATOMIC_RELEASE);
+  clear_batch_samples();  // batch numbers start again at 0
   total_calls_ = 0;
   {
     std::lock_guard<std::recursive_mutex> lock(deferred_mutex_);

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "ring_writer.h"
+#include "sample_log.h"
 #include "snapshot.h"
 
 namespace ovf {
@@ -386,7 +387,8 @@ std::string format_event_report(uint64_t batch_number, uint64_t floor, uint64_t 
   if (early) return text + describe_early_warning(*event);
   if (event != nullptr && event->kind == OVF_KIND_SCALER)
     return text + describe_scaler_stop(*event);
-  return text + describe_first_nonfinite() + describe_scaler_history(session_start, end);
+  return text + describe_first_nonfinite() + describe_batch_samples(batch_number) +
+         describe_scaler_history(session_start, end);
 }
 
 }  // namespace ovf

@@ -18,6 +18,7 @@
 #include "report.h"
 #include "response.h"
 #include "ring_writer.h"
+#include "sample_log.h"
 #include "stats_cpu.h"
 #include "torch_tensor.h"
 #include "version.h"
@@ -198,6 +199,13 @@ PYBIND11_MODULE(_ovf, m) {
       "stepped (False): while they are pending, the line that began the step calling its model "
       "again with gradients on begins the next one.");
   m.def("deliver_pending_raise", &ovf::deliver_pending_raise);
+  m.def(
+      "record_batch_samples",
+      [](const std::string& dataset, const std::vector<int64_t>& indices) {
+        ovf::record_batch_samples(dataset, indices.data(), indices.size());
+      },
+      py::arg("dataset"), py::arg("indices"),
+      "The batch being run was loaded from these dataset indices (its sampler's, in order).");
   m.def("set_event_summary_dir", &ovf::set_event_summary_dir, py::arg("directory"),
         "Where the process's first NaN/Inf event leaves its summary for python3 -m ovf.ranks "
         "(\"\": nowhere).");

@@ -19,6 +19,7 @@
 #include "py_snapshot.h"
 #include "py_values.h"
 #include "ring_writer.h"
+#include "sample_log.h"
 #include "torch_tensor.h"
 
 namespace py = pybind11;
@@ -253,6 +254,8 @@ void forward_pre_hook(py::handle module, py::handle /*args*/) {
   if (it->second.step_root)
     Monitor::instance().begin_step_root_forward(it->second.name_id, at::GradMode::is_enabled(),
                                                 python_location());
+  // The data a loader returned since the last root forward went into this batch.
+  if (module.ptr() == g_root || it->second.step_root) claim_pending_samples(ovf_state.batch);
   push_module(module.ptr(), it->second.name_id,
               __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE));
 }

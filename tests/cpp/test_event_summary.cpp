@@ -8,9 +8,11 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "event_summary.h"
 #include "ring_writer.h"
+#include "sample_log.h"
 
 namespace {
 
@@ -56,7 +58,8 @@ TEST(EventSummary, AnOpThatProducedTheValue) {
                 "\"inf\", \"kind\": \"op\", \"role\": \"producer\", \"op\": \"aten::exp\", "
                 "\"module\": \"blocks.1.amp\", \"line\": \"model.py:88 in forward\", \"what\": "
                 "\"the first non-finite value was produced by aten::exp in blocks.1.amp (batch "
-                "17)\", \"why\": \"aten::exp of 2 values above 88.7 (float32 overflow)\"}\n");
+                "17)\", \"why\": \"aten::exp of 2 values above 88.7 (float32 overflow)\", "
+                "\"samples\": []}\n");
 }
 
 TEST(EventSummary, ACarriedValueAndAHostileModuleName) {
@@ -72,8 +75,47 @@ TEST(EventSummary, ACarriedValueAndAHostileModuleName) {
             std::string::npos)
       << json;
   EXPECT_NE(json.find("\"line\": null"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"why\": null}"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"why\": null, \"samples\": []}"), std::string::npos) << json;
   EXPECT_NE(json.find("\"rank\": -1, \"local_rank\": -1, \"world_size\": 1"), std::string::npos);
+}
+
+TEST(EventSummary, TheBatchsDatasetIndicesAreNamed) {
+  ovf::clear_batch_samples();
+  const int64_t indices[] = {90211, 4410};
+  ovf::record_batch_samples("Squares \"hard\"", indices, 2);
+  EXPECT_EQ(ovf::describe_batch_samples(17), "");  // not claimed by a forward yet
+  ovf::claim_pending_samples(17);
+  const int64_t later[] = {5};
+  ovf::record_batch_samples("Squares", later, 1);
+  ovf::claim_pending_samples(18);
+  ovf_record r = op_output("aten::exp", "head");
+  const std::string json = ovf::event_summary_json(r, OVF_STOP_NAN, "");
+  EXPECT_NE(json.find(", \"samples\": [{\"dataset\": \"Squares \\\"hard\\\"\", \"total\": 2, "
+                      "\"indices\": [90211, 4410]}]}\n"),
+            std::string::npos)
+      << json;
+  EXPECT_EQ(ovf::describe_batch_samples(17),
+            "ovf: batch 17 held dataset indices 90211, 4410 (Squares \"hard\", 2 of 2)\n");
+  EXPECT_EQ(ovf::describe_batch_samples(16), "");
+  ovf::clear_batch_samples();
+}
+
+TEST(EventSummary, ALargeBatchKeepsItsFirstIndicesAndFewBatchesAreKept) {
+  ovf::clear_batch_samples();
+  std::vector<int64_t> many(100);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = static_cast<int64_t>(1000 + i);
+  for (uint64_t b = 0; b < ovf::kSampleEntriesKept + 3; ++b) {
+    ovf::record_batch_samples("Big", many.data(), many.size());
+    ovf::claim_pending_samples(b);
+  }
+  EXPECT_TRUE(ovf::samples_of_batch(2).empty());  // the oldest are gone
+  const auto kept = ovf::samples_of_batch(ovf::kSampleEntriesKept + 2);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].indices.size(), ovf::kSamplesKept);
+  EXPECT_EQ(kept[0].total, 100u);
+  const std::string text = ovf::describe_batch_samples(ovf::kSampleEntriesKept + 2);
+  EXPECT_NE(text.find(", 1063 (Big, the first 64 of 100)\n"), std::string::npos) << text;
+  ovf::clear_batch_samples();
 }
 
 TEST(EventSummary, AFileIsWrittenWholeAndNeverReplaced) {

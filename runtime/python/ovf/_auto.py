@@ -187,7 +187,7 @@ def enable(
     if cast is not None:
         mask |= _options.STOP_BITS["cast"]
     if not _enabled:
-        from . import _early, _optimizer, _raise_points, _scaler, _steps
+        from . import _early, _optimizer, _raise_points, _samples, _scaler, _steps
 
         _hooks.hooks_installed()
         torch.nn.modules.module.register_module_forward_pre_hook(_ovf.forward_pre_hook)
@@ -196,6 +196,7 @@ def enable(
         _optimizer.install()
         _scaler.install()
         _raise_points.install()
+        _samples.install()
         _enabled = True
     _ovf.start_session(frames, trace, abort_after, on_event, device, training_steps=True)
     from . import _steps

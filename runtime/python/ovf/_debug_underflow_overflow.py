@@ -143,6 +143,9 @@ class DebugUnderflowOverflow:
         _ovf.start_session(
             self.max_frames_to_save, self.trace_batch_nums, abort_after, on_event, device
         )
+        from . import _samples
+
+        _samples.install()  # the report names the dataset indices of the batch
         stop = _options.STOP_BITS
         mask = stop["nan"] | stop["inf"] | stop["scaler"]
         if backward:  # a backward op's NaN stops (raises out of backward()) like a forward's

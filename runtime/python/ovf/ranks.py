@@ -145,6 +145,13 @@ def verdict(summaries):
     lines.append(f"  {first.what}")
     if first.data.get("why"):
         lines.append(f"  why: {first.why}")
+    for held in first.data.get("samples") or ():
+        kept, total = len(held["indices"]), held["total"]
+        share = f"{total} of {total}" if kept == total else f"the first {kept} of {total}"
+        indices = ", ".join(map(str, held["indices"]))
+        lines.append(
+            f"  batch {first.batch} held dataset indices {indices} ({held['dataset']}, {share})"
+        )
     before = [s for s in ordered if s.time_ns < first.time_ns]
     later = [s for s in ordered if s is not first and s not in before]
     if before:

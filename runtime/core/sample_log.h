@@ -1,0 +1,46 @@
+// Which dataset samples each batch held: the indices a DataLoader's sampler gave
+// for the batches of the last few steps, kept in the runtime so that the event's
+// report and summary can name the samples behind a NaN ("batch 412 held dataset
+// indices 90211, 4410, ..."). No data is copied: indices only, a bounded number.
+#ifndef OVF_SAMPLE_LOG_H
+#define OVF_SAMPLE_LOG_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ovf {
+
+// At most this many indices are kept of one batch, and this many batches' entries.
+constexpr size_t kSamplesKept = 64;
+constexpr size_t kSampleEntriesKept = 16;
+constexpr uint64_t kPendingBatch = UINT64_MAX;
+
+struct BatchSamples {
+  uint64_t batch = kPendingBatch;  // the batch the samples went into, once known
+  std::string dataset;             // the dataset's class name
+  std::vector<int64_t> indices;    // the first kSamplesKept of the batch, in its order
+  uint64_t total = 0;              // how many the batch held
+};
+
+// Notes that a loader returned `dataset`'s samples `indices` (`count` of them)
+// for the next batch: a loop fetches its data before it calls its model, while
+// the batch counter still names the batch before. Thread-safe.
+void record_batch_samples(const std::string& dataset, const int64_t* indices, size_t count);
+
+// A root module's forward begins `batch`: the samples fetched since are its own.
+void claim_pending_samples(uint64_t batch);
+
+// The entries kept of `batch` (several where several loaders fed it), oldest first.
+std::vector<BatchSamples> samples_of_batch(uint64_t batch);
+
+// "ovf: batch 2 held dataset indices 37, 5 (Squares, 2 of 2)\n" for each entry of
+// `batch`, or "" when none is kept.
+std::string describe_batch_samples(uint64_t batch);
+
+// Forgets every entry (a new session).
+void clear_batch_samples();
+
+}  // namespace ovf
+
+#endif  // OVF_SAMPLE_LOG_H

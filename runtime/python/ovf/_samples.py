@@ -1,0 +1,68 @@
+"""Which dataset samples each batch held: the indices a DataLoader's sampler gave
+for it, handed to the runtime (sample_log.h) when the batch leaves the loader, so
+that an event's report and summary name the samples behind a NaN.
+
+A loader asks its sampler for indices ahead of the batches it returns (workers
+prefetch), always in the order it returns them unless it was made with
+in_order=False: each iterator keeps the indices it asked for in a queue, and the
+batch `__next__` returns takes the oldest. Indices only, never data; an
+IterableDataset has none (nothing is noted), nor has a sampler whose indices are
+not integers."""
+
+import collections
+import functools
+
+from torch.utils.data import dataloader
+
+from . import _ovf
+
+_installed = False
+
+
+def _queue(iterator):
+    queue = iterator.__dict__.get("_ovf_indices")
+    if queue is None:
+        queue = iterator.__dict__["_ovf_indices"] = collections.deque()
+    return queue
+
+
+def _as_indices(index):
+    """The integers of a sampler's answer (one index, or a batch sampler's list), or None."""
+    items = index if isinstance(index, (list, tuple)) else [index]
+    try:
+        return [int(i) for i in items if not isinstance(i, bool)] if items else None
+    except (TypeError, ValueError):  # None (an IterableDataset), keys that are not numbers
+        return None
+
+
+def install():
+    """Idempotent."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    base = dataloader._BaseDataLoaderIter
+    next_index, next_batch, reset = base._next_index, base.__next__, base._reset
+
+    @functools.wraps(next_index)
+    def _next_index(self):
+        index = next_index(self)  # StopIteration at the end: nothing queued
+        _queue(self).append(index)
+        return index
+
+    @functools.wraps(next_batch)
+    def __next__(self):
+        data = next_batch(self)
+        queue = _queue(self)
+        if queue and getattr(self, "_in_order", True):
+            indices = _as_indices(queue.popleft())
+            if indices is not None:
+                _ovf.record_batch_samples(type(self._dataset).__name__, indices)
+        return data
+
+    @functools.wraps(reset)
+    def _reset(self, *args, **kwargs):
+        _queue(self).clear()  # a new pass: what was asked of the old sampler is void
+        return reset(self, *args, **kwargs)
+
+    base._next_index, base.__next__, base._reset = _next_index, __next__, _reset

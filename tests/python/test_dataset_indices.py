@@ -1,0 +1,66 @@
+"""Which samples: a shuffled DataLoader (with and without worker processes) feeds a model
+that overflows on one dataset sample; the report of python3 -m ovf and the event summary
+name the failing batch's dataset indices exactly as the loader returned them (the dataset
+hands each sample's index back, the oracle here), and a healthy run neither stops nor
+names any."""
+
+import json
+import os
+import re
+
+import pytest
+from build_paths import REPO, run_ovf_child
+
+SCRIPT = os.path.join(REPO, "tests", "python", "scripts", "loader_samples.py")
+BAD = 37
+
+
+def batches(stdout):
+    """[(epoch, step, [indices])] as the loop printed them."""
+    return [
+        (int(e), int(s), json.loads(i))
+        for e, s, i in re.findall(r"^epoch (\d+) step (\d+) indices (\[.*\])$", stdout, re.M)
+    ]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_report_and_the_summary_name_the_failing_batchs_dataset_indices(tmp_path, workers):
+    out = run_ovf_child(
+        [
+            "-m",
+            "ovf",
+            "--event-dir",
+            str(tmp_path),
+            SCRIPT,
+            "--bad",
+            str(BAD),
+            "--workers",
+            str(workers),
+        ],
+        timeout=180,
+    )
+    assert out.returncode == 1, out.stderr
+    seen = batches(out.stdout)
+    (step, indices) = next((s, i) for e, s, i in seen if BAD in i)
+    assert seen[-1] == (0, step, indices)  # it stopped in that batch
+    text = out.stdout + out.stderr
+    assert f"Detected inf/nan during batch_number={step}\n" in text
+    listed = ", ".join(map(str, indices))
+    assert f"\novf: batch {step} held dataset indices {listed} (Squares, 8 of 8)\n" in text
+    (name,) = os.listdir(tmp_path)
+    with open(tmp_path / name) as f:
+        summary = json.load(f)
+    assert summary["batch"] == step
+    assert summary["samples"] == [{"dataset": "Squares", "total": 8, "indices": indices}]
+    verdict = run_ovf_child(["-m", "ovf.ranks", str(tmp_path)])
+    assert verdict.returncode == 0, verdict.stderr
+    assert f"  batch {step} held dataset indices {listed} (Squares, 8 of 8)\n" in verdict.stdout
+
+
+def test_a_healthy_run_names_no_samples(tmp_path):
+    out = run_ovf_child(["-m", "ovf", "--event-dir", str(tmp_path), SCRIPT], timeout=180)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.endswith("done\n")
+    assert len(batches(out.stdout)) == 16  # two epochs of 8 batches: the loader is unchanged
+    assert "held dataset indices" not in out.stdout + out.stderr
+    assert os.listdir(tmp_path) == []
