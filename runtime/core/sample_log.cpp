@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <mutex>
+#include <set>
 
 #include "report.h"
 
@@ -12,11 +14,15 @@ namespace {
 
 std::mutex log_mutex;
 std::deque<BatchSamples> entries;
+// Loaders seen running ahead of the model: their batches are never attributed.
+std::set<uint64_t> ahead;
 
 }  // namespace
 
-void record_batch_samples(const std::string& dataset, const int64_t* indices, size_t count) {
+void record_batch_samples(uint64_t loader, const std::string& dataset, const int64_t* indices,
+                          size_t count) {
   BatchSamples entry;
+  entry.loader = loader;
   entry.dataset = dataset;
   entry.indices.assign(indices, indices + std::min(count, kSamplesKept));
   entry.total = count;
@@ -27,8 +33,17 @@ void record_batch_samples(const std::string& dataset, const int64_t* indices, si
 
 void claim_pending_samples(uint64_t batch) {
   std::lock_guard<std::mutex> lock(log_mutex);
-  for (auto it = entries.rbegin(); it != entries.rend() && it->batch == kPendingBatch; ++it)
-    it->batch = batch;
+  std::map<uint64_t, int> pending;  // loader -> its entries not claimed yet
+  for (const BatchSamples& e : entries)
+    if (e.batch == kPendingBatch) ++pending[e.loader];
+  // Two batches of one loader fetched before the model ran (a loader that looks
+  // one ahead, as accelerate's does): which went into this batch cannot be told.
+  for (const auto& [loader, count] : pending)
+    if (count > 1) ahead.insert(loader);
+  for (BatchSamples& e : entries) {
+    if (e.batch != kPendingBatch) continue;
+    e.batch = ahead.count(e.loader) ? kUnattributed : batch;
+  }
 }
 
 std::vector<BatchSamples> samples_of_batch(uint64_t batch) {
@@ -54,9 +69,15 @@ std::string describe_batch_samples(uint64_t batch) {
   return out;
 }
 
+void forget_sample_loader(uint64_t loader) {
+  std::lock_guard<std::mutex> lock(log_mutex);
+  ahead.erase(loader);
+}
+
 void clear_batch_samples() {
   std::lock_guard<std::mutex> lock(log_mutex);
   entries.clear();
+  ahead.clear();
 }
 
 }  // namespace ovf

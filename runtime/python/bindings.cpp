@@ -201,11 +201,12 @@ PYBIND11_MODULE(_ovf, m) {
   m.def("deliver_pending_raise", &ovf::deliver_pending_raise);
   m.def(
       "record_batch_samples",
-      [](const std::string& dataset, const std::vector<int64_t>& indices) {
-        ovf::record_batch_samples(dataset, indices.data(), indices.size());
+      [](uint64_t loader, const std::string& dataset, const std::vector<int64_t>& indices) {
+        ovf::record_batch_samples(loader, dataset, indices.data(), indices.size());
       },
-      py::arg("dataset"), py::arg("indices"),
+      py::arg("loader"), py::arg("dataset"), py::arg("indices"),
       "The batch being run was loaded from these dataset indices (its sampler's, in order).");
+  m.def("forget_sample_loader", &ovf::forget_sample_loader, py::arg("loader"));
   m.def("set_event_summary_dir", &ovf::set_event_summary_dir, py::arg("directory"),
         "Where the process's first NaN/Inf event leaves its summary for python3 -m ovf.ranks "
         "(\"\": nowhere).");

@@ -82,11 +82,11 @@ TEST(EventSummary, ACarriedValueAndAHostileModuleName) {
 TEST(EventSummary, TheBatchsDatasetIndicesAreNamed) {
   ovf::clear_batch_samples();
   const int64_t indices[] = {90211, 4410};
-  ovf::record_batch_samples("Squares \"hard\"", indices, 2);
+  ovf::record_batch_samples(1, "Squares \"hard\"", indices, 2);
   EXPECT_EQ(ovf::describe_batch_samples(17), "");  // not claimed by a forward yet
   ovf::claim_pending_samples(17);
   const int64_t later[] = {5};
-  ovf::record_batch_samples("Squares", later, 1);
+  ovf::record_batch_samples(1, "Squares", later, 1);
   ovf::claim_pending_samples(18);
   ovf_record r = op_output("aten::exp", "head");
   const std::string json = ovf::event_summary_json(r, OVF_STOP_NAN, "");
@@ -105,7 +105,7 @@ TEST(EventSummary, ALargeBatchKeepsItsFirstIndicesAndFewBatchesAreKept) {
   std::vector<int64_t> many(100);
   for (size_t i = 0; i < many.size(); ++i) many[i] = static_cast<int64_t>(1000 + i);
   for (uint64_t b = 0; b < ovf::kSampleEntriesKept + 3; ++b) {
-    ovf::record_batch_samples("Big", many.data(), many.size());
+    ovf::record_batch_samples(2, "Big", many.data(), many.size());
     ovf::claim_pending_samples(b);
   }
   EXPECT_TRUE(ovf::samples_of_batch(2).empty());  // the oldest are gone
@@ -115,6 +115,21 @@ TEST(EventSummary, ALargeBatchKeepsItsFirstIndicesAndFewBatchesAreKept) {
   EXPECT_EQ(kept[0].total, 100u);
   const std::string text = ovf::describe_batch_samples(ovf::kSampleEntriesKept + 2);
   EXPECT_NE(text.find(", 1063 (Big, the first 64 of 100)\n"), std::string::npos) << text;
+  ovf::clear_batch_samples();
+}
+
+TEST(EventSummary, ALoaderThatFetchesAheadIsNotAttributed) {
+  ovf::clear_batch_samples();
+  const int64_t a[] = {1}, b[] = {2}, c[] = {3}, d[] = {4};
+  ovf::record_batch_samples(7, "Ahead", a, 1);  // batch 0 and 1 fetched before the model ran
+  ovf::record_batch_samples(7, "Ahead", b, 1);
+  ovf::record_batch_samples(8, "Lockstep", c, 1);
+  ovf::claim_pending_samples(0);
+  ovf::record_batch_samples(7, "Ahead", d, 1);  // one a step from now on: still unknown
+  ovf::claim_pending_samples(1);
+  EXPECT_EQ(ovf::describe_batch_samples(0),
+            "ovf: batch 0 held dataset indices 3 (Lockstep, 1 of 1)\n");
+  EXPECT_EQ(ovf::describe_batch_samples(1), "");
   ovf::clear_batch_samples();
 }
 

@@ -64,3 +64,13 @@ def test_a_healthy_run_names_no_samples(tmp_path):
     assert len(batches(out.stdout)) == 16  # two epochs of 8 batches: the loader is unchanged
     assert "held dataset indices" not in out.stdout + out.stderr
     assert os.listdir(tmp_path) == []
+
+
+def test_a_loader_that_fetches_ahead_of_the_model_names_no_samples_rather_than_wrong_ones(
+    tmp_path,
+):
+    out = run_ovf_child(["-m", "ovf", SCRIPT, "--bad", str(BAD), "--ahead"], timeout=180)
+    assert out.returncode == 1, out.stderr
+    step = next(s for e, s, i in batches(out.stdout) if BAD in i)
+    assert f"Detected inf/nan during batch_number={step}\n" in out.stdout + out.stderr
+    assert "held dataset indices" not in out.stdout + out.stderr

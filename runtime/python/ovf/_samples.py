@@ -5,12 +5,16 @@ that an event's report and summary name the samples behind a NaN.
 A loader asks its sampler for indices ahead of the batches it returns (workers
 prefetch), always in the order it returns them unless it was made with
 in_order=False: each iterator keeps the indices it asked for in a queue, and the
-batch `__next__` returns takes the oldest. Indices only, never data; an
+batch `__next__` returns takes the oldest. The runtime gives a batch the indices
+fetched since the model last ran, and none at all of a loader that fetched two
+batches before the model ran (accelerate's loaders look one ahead), rather than
+the wrong ones. Indices only, never data; an
 IterableDataset has none (nothing is noted), nor has a sampler whose indices are
 not integers."""
 
 import collections
 import functools
+import weakref
 
 from torch.utils.data import dataloader
 
@@ -23,6 +27,8 @@ def _queue(iterator):
     queue = iterator.__dict__.get("_ovf_indices")
     if queue is None:
         queue = iterator.__dict__["_ovf_indices"] = collections.deque()
+        # The runtime knows loaders by id(): one that is gone is forgotten.
+        weakref.finalize(iterator, _ovf.forget_sample_loader, id(iterator))
     return queue
 
 
@@ -57,7 +63,7 @@ def install():
         if queue and getattr(self, "_in_order", True):
             indices = _as_indices(queue.popleft())
             if indices is not None:
-                _ovf.record_batch_samples(type(self._dataset).__name__, indices)
+                _ovf.record_batch_samples(id(self), type(self._dataset).__name__, indices)
         return data
 
     @functools.wraps(reset)

@@ -3,7 +3,7 @@ makes the model overflow: run under python3 -m ovf, the report names the dataset
 indices of the failing batch. Each batch's indices, as the loader returned them
 (the dataset hands its index back with the sample), are printed first, for the test.
 
-    python3 -m ovf loader_samples.py [--bad I] [--workers N] [--batches-before-loop]
+    python3 -m ovf loader_samples.py [--bad I] [--workers N] [--ahead]
 """
 
 import argparse
@@ -37,6 +37,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bad", type=int, default=-1)
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--ahead", action="store_true", help="fetch one batch ahead of the model")
     args = p.parse_args()
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), Square())
@@ -49,12 +50,23 @@ def main():
         generator=torch.Generator().manual_seed(1),
     )
     for epoch in range(2):
-        for step, (x, index) in enumerate(loader):
+        for step, (x, index) in enumerate(looking_ahead(loader) if args.ahead else loader):
             print(f"epoch {epoch} step {step} indices {index.tolist()}", flush=True)
             optimizer.zero_grad()
             model(x).mean().backward()
             optimizer.step()
     print("done")
+
+
+def looking_ahead(loader):
+    """The loader's batches, each yielded once the next is fetched (accelerate's way of
+    knowing which batch is the last)."""
+    batches = iter(loader)
+    current = next(batches)
+    for following in batches:
+        yield current
+        current = following
+    yield current
 
 
 if __name__ == "__main__":
