@@ -33,6 +33,8 @@ void record_batch_samples(uint64_t loader, const std::string& dataset, const int
 
 void claim_pending_samples(uint64_t batch) {
   std::lock_guard<std::mutex> lock(log_mutex);
+  // Every root forward comes here: most find nothing new (pending entries are the newest).
+  if (entries.empty() || entries.back().batch != kPendingBatch) return;
   std::map<uint64_t, int> pending;  // loader -> its entries not claimed yet
   for (const BatchSamples& e : entries)
     if (e.batch == kPendingBatch) ++pending[e.loader];
