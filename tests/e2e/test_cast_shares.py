@@ -4,6 +4,7 @@ cast first loses more than 0.1% of a tensor's values (the script's own oracle), 
 from cores; `ovf frames --headroom` shows every line's losses; a healthy run and a run
 without --cast never stop; bad limits are refused in one line."""
 
+import functools
 import json
 import os
 import re
@@ -20,6 +21,7 @@ ARMED = "stop at a cast to fp8_e4m3 that would overflow > 0.1% of a tensor's val
 FRAMES_PER_BATCH = 6  # five layers and the root
 
 
+@functools.cache  # the same run for every test that asks
 def oracle():
     """(module, label, batch, values lost, values) where a direct cast first loses more
     than 0.1% to overflow (scripts/cast_shares.py --oracle)."""

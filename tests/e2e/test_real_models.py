@@ -7,6 +7,7 @@ TorchDispatchMode that names the first ATen op whose output is non-finite while 
 inputs were finite (scripts/dispatch_oracle.py). ovf must name the same op, module,
 batch and line, and never stop a healthy run."""
 
+import functools
 import os
 import re
 import subprocess
@@ -54,6 +55,7 @@ def run_case(case, *prefix):
     return run_bounded([PYTHON, *prefix, SCRIPT, case], timeout=300, env=env, cwd=TOP)
 
 
+@functools.cache  # a case's verdict is the oracle's, whichever test asks (gdb, LLDB, Python)
 def oracle(case):
     """(op, module, batch, line) of the oracle's verdict, or None."""
     out = run_bounded(
