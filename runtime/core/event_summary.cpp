@@ -11,6 +11,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "hints.h"
 #include "report.h"
 #include "ring_writer.h"
 #include "sample_log.h"
@@ -76,10 +77,7 @@ const char* kind_name(uint8_t kind) {
 // describe_nonfinite's line where it has one, else the module line's own words.
 std::string what_happened(const ovf_record& first) {
   std::string line = describe_nonfinite(&first, "the first non-finite value");
-  if (!line.empty()) {
-    line = line.substr(5, line.find('\n') - 5);
-    return line;
-  }
+  if (!line.empty()) return line.substr(5, line.find('\n') - 5);  // its first line
   const std::string module = module_of(first);
   return "the first non-finite value was the " + escape_text(interned(first.label_id)) + " of " +
          (module.empty() ? std::string("no module") : module) + " (batch " +
@@ -96,13 +94,11 @@ std::string events_text(uint32_t events) {
 }
 
 std::string file_name() {
-  char host[256] = "";
-  gethostname(host, sizeof host - 1);
   std::string safe;
-  for (const char* p = host; *p != '\0'; ++p) {
-    const bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-                       (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' || *p == '_';
-    safe += plain ? *p : '_';
+  for (const char c : host_name()) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '-' || c == '.' || c == '_';
+    safe += plain ? c : '_';
   }
   char rank[32] = "";
   if (ovf_state.rank >= 0) std::snprintf(rank, sizeof rank, "rank%05d-", ovf_state.rank);
@@ -137,14 +133,12 @@ const char* nonfinite_role(const ovf_record& first) {
 }
 
 std::string event_summary_json(const ovf_record& first, uint32_t events, const std::string& line) {
-  char host[256] = "";
-  gethostname(host, sizeof host - 1);
   const bool op = first.kind == OVF_KIND_OP_OUTPUT;
   std::string out = "{\"ovf_event_summary\": " + std::to_string(kEventSummaryVersion);
   out += ", \"rank\": " + std::to_string(ovf_state.rank);
   out += ", \"local_rank\": " + std::to_string(ovf_state.local_rank);
   out += ", \"world_size\": " + std::to_string(ovf_state.world_size);
-  out += ", \"host\": " + json_string(escape_text(host));
+  out += ", \"host\": " + json_string(escape_text(host_name()));
   out += ", \"pid\": " + std::to_string(getpid());
   out += ", \"batch\": " + std::to_string(first.batch);
   out += ", \"seq\": " + std::to_string(first.seq);

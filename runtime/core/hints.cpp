@@ -142,6 +142,12 @@ std::string launcher_path(const std::string& name) {
   return name;
 }
 
+std::string host_name() {
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
 std::string core_file_path(int pid, std::string* piped_to) {
   const std::string pattern = first_line("/proc/sys/kernel/core_pattern");
   if (!pattern.empty() && pattern[0] == '|') {
@@ -149,12 +155,10 @@ std::string core_file_path(int pid, std::string* piped_to) {
     if (piped_to != nullptr) *piped_to = program;
     return "";
   }
-  char host[256] = "";
-  gethostname(host, sizeof host - 1);
   char cwd[4096] = "";
   if (getcwd(cwd, sizeof cwd) == nullptr) std::strcpy(cwd, ".");
   return hints_detail::expand_core_pattern(
-      pattern.empty() ? "core" : pattern, pid, first_line("/proc/self/comm"), host,
+      pattern.empty() ? "core" : pattern, pid, first_line("/proc/self/comm"), host_name(),
       static_cast<int>(getuid()), static_cast<int>(getgid()), 6 /* SIGABRT */,
       first_line("/proc/sys/kernel/core_uses_pid") == "1", cwd);
 }

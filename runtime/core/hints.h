@@ -13,6 +13,9 @@ namespace ovf {
 // "/usr/bin/python3.11": the running program (/proc/self/exe).
 std::string program_path();
 
+// This machine's name (gethostname), "" when it has none.
+std::string host_name();
+
 // The absolute path of ovf's launcher `name` ("ovf-gdb", "ovf-lldb") beside this
 // runtime (installed: <prefix>/bin; a wheel: ovf/debuggers/<debugger>; built: the
 // source tree), or `name` itself when there is none.

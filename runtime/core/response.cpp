@@ -62,11 +62,10 @@ std::string attach_instructions(int pid) {
   // rank's own host: name both. A single process reads as before.
   std::string who = "process " + p, where;
   if (ovf_state.rank >= 0) {
-    char host[256] = "";
-    gethostname(host, sizeof host - 1);
+    const std::string host = host_name();
     who = "rank " + std::to_string(ovf_state.rank) + " of " + std::to_string(ovf_state.world_size) +
           " (process " + p + " on " + host + ")";
-    where = std::string(" on ") + host;
+    where = " on " + host;
   }
   return "ovf: " + who + " is waiting for a debugger. Attach" + where + " with one of:\n" + "    " +
          hints_detail::shell_quote(launcher_path("ovf-gdb")) + " -p " + p + " -ex 'ovf frames'\n" +

@@ -11,16 +11,11 @@
 #include <vector>
 
 #include "event_summary.h"
+#include "hints.h"
 #include "ring_writer.h"
 #include "sample_log.h"
 
 namespace {
-
-std::string host_name() {
-  char host[256] = "";
-  gethostname(host, sizeof host - 1);
-  return host;
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -53,7 +48,7 @@ TEST(EventSummary, AnOpThatProducedTheValue) {
   EXPECT_EQ(ovf::event_summary_json(r, OVF_STOP_INF, "model.py:88 in forward"),
             "{\"ovf_event_summary\": 1, \"rank\": 3, \"local_rank\": 1, \"world_size\": 8, "
             "\"host\": \"" +
-                host_name() + "\", \"pid\": " + std::to_string(getpid()) +
+                ovf::host_name() + "\", \"pid\": " + std::to_string(getpid()) +
                 ", \"batch\": 17, \"seq\": 42, \"time_ns\": 1795000000123456789, \"events\": "
                 "\"inf\", \"kind\": \"op\", \"role\": \"producer\", \"op\": \"aten::exp\", "
                 "\"module\": \"blocks.1.amp\", \"line\": \"model.py:88 in forward\", \"what\": "
