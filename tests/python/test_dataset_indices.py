@@ -74,3 +74,21 @@ def test_a_loader_that_fetches_ahead_of_the_model_names_no_samples_rather_than_w
     step = next(s for e, s, i in batches(out.stdout) if BAD in i)
     assert f"Detected inf/nan during batch_number={step}\n" in out.stdout + out.stderr
     assert "held dataset indices" not in out.stdout + out.stderr
+
+
+def test_a_loader_out_of_order_is_not_followed_and_holds_no_more_than_its_prefetch():
+    # Indices are queued as the workers are asked for batches and taken as batches come:
+    # a loader made with in_order=False must not make the queue grow batch after batch.
+    code = (
+        "import sys; sys.path.insert(0, %r)\n"
+        "from torch.utils.data import DataLoader\n"
+        "from loader_samples import Squares\n"
+        "from ovf import _auto\n"
+        "_auto.enable()\n"
+        "it = iter(DataLoader(Squares(-1), batch_size=2, num_workers=2, in_order=False))\n"
+        "for _ in range(20): next(it)\n"
+        "print(len(it.__dict__['_ovf_indices']))\n"
+    ) % os.path.dirname(SCRIPT)
+    out = run_ovf_child(["-c", code], timeout=180)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "4\n"  # two workers, two batches prefetched each

@@ -60,8 +60,10 @@ def install():
     def __next__(self):
         data = next_batch(self)
         queue = _queue(self)
-        if queue and getattr(self, "_in_order", True):
-            indices = _as_indices(queue.popleft())
+        # Taken whether or not it is noted: the queue holds only what is prefetched.
+        index = queue.popleft() if queue else None
+        if index is not None and getattr(self, "_in_order", True):
+            indices = _as_indices(index)
             if indices is not None:
                 _ovf.record_batch_samples(id(self), type(self._dataset).__name__, indices)
         return data
