@@ -2,7 +2,7 @@
 
 import os
 
-from ovf_ring import cast, compiled, device, early, layout, scaler, snapshot
+from ovf_ring import cast, compiled, device, early, layout, samples, scaler, snapshot
 from ovf_ring.errors import OvfError
 from ovf_ring.event import bit_name
 from ovf_ring.frames import previous_frame, walk_back
@@ -216,6 +216,8 @@ def stop_summary(ring, event, chosen=None):
         )
         if line.diagnosis_id != layout.NO_ID:
             out.append(f"     why: {ring.text(line.diagnosis_id)}")
+        if line.seq == ring.header.first_nonfinite_seq:
+            out += [f"     {text}" for text in samples.first_lines(ring, line, rows_always=True)]
     if event.frame is not None:
         out.append(COLUMN_HEADER)
         before = previous_frame(ring, event.frame)

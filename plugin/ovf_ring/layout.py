@@ -1,4 +1,4 @@
-"""The ring's bytes, as runtime/include/ovf/ring.h lays them out (layout versions 1 to 6).
+"""The ring's bytes, as runtime/include/ovf/ring.h lays them out (layout versions 1 to 7).
 
 Versions: fields never move; additions go into reserved space and bump the
 version; a reader reads every version it knows and names a newer one as such.
@@ -15,7 +15,10 @@ WARNING kind (an early warning, in the same record fields), the EARLY stop bit a
 the control block's early_horizon (580) and update_ratio_max (592); version 6
 has 256-byte records with the cast counts (172-219: what casts to float16,
 bfloat16 and the float8 types would lose, flagged CAST), the CAST stop bit and
-observe bit, and the control block's cast_target (600) and cast limits (608-631).
+observe bit, and the control block's cast_target (600) and cast limits (608-631);
+version 7 adds the record's rows (220-251: which rows of the first non-finite line's
+first dimension hold its NaN/Inf) and the header's samples_addr (184: the samples log,
+the dataset indices of the last batches, decoded by samples.py).
 
 Every field is listed with its offset and struct code, so that one table drives
 decoding, control-block writes and the test that compiles ring.h and compares
@@ -26,18 +29,25 @@ native x86-64 / aarch64 memory, and a byte-swapped magic reads as "no ring".
 import struct
 from collections import namedtuple
 
+from .fields import (  # noqa: F401 (GLOB_SIZE, MAX_TRACE_BATCHES: part of the layout's names)
+    CONTROL_FIELDS,
+    GLOB_SIZE,
+    HEADER_FIELDS,
+    MAX_TRACE_BATCHES,
+    RECORD_FIELDS,
+    ROWS_KEPT,
+)
+
 MAGIC = 0x474E49522D46564F  # "OVF-RING" as a little-endian u64
 MAGIC_BYTES = struct.pack("<Q", MAGIC)
-LAYOUT_VERSION = 6
+LAYOUT_VERSION = 7
 HEADER_SIZE = 1024
 RECORD_SIZE = 256
 # every layout version this reader knows
-RECORD_SIZES = {1: 128, 2: 192, 3: 192, 4: 192, 5: 192, 6: 256}
+RECORD_SIZES = {1: 128, 2: 192, 3: 192, 4: 192, 5: 192, 6: 256, 7: 256}
 CONTROL_OFFSET = 256
 CONTROL_SIZE = 640
 NO_SEQ = 0xFFFFFFFFFFFFFFFF
-GLOB_SIZE = 256
-MAX_TRACE_BATCHES = 32
 STATE_SYMBOL = "ovf_state"
 STOP_FUNCTION = "ovf_stop_event"
 
@@ -246,114 +256,62 @@ def _table(fields, size):
     return packed, where
 
 
-RECORD_FIELDS = (
-    ("seq", 0, "Q"),
-    ("frame_seq", 8, "Q"),
-    ("batch", 16, "Q"),
-    ("timestamp_ns", 24, "Q"),
-    ("name_id", 32, "I"),
-    ("label_id", 36, "I"),
-    ("kind", 40, "B"),
-    ("dtype", 41, "B"),
-    ("device_type", 42, "B"),
-    ("device_index", 43, "b"),
-    ("flags", 44, "I"),
-    ("numel", 48, "Q"),
-    ("nan_count", 56, "Q"),
-    ("pos_inf_count", 64, "Q"),
-    ("neg_inf_count", 72, "Q"),
-    ("zero_count", 80, "Q"),
-    ("abs_min", 88, "d"),
-    ("abs_max", 96, "d"),
-    ("abs_min_nonzero", 104, "d"),
-    ("subnormal_count", 112, "Q"),
-    ("context_id", 120, "I"),
-    ("aux_id", 124, "I"),
-    ("headroom_dtype", 128, "I"),
-    ("headroom_underflow", 132, "I"),
-    ("diagnosis_id", 136, "I"),
-    ("location_id", 140, "I"),
-    ("scale_before", 144, "d"),  # layout 4: SCALER records
-    ("scale_after", 152, "d"),
-    ("cause_seq", 160, "Q"),
-    ("skips_in_row", 168, "I"),
-    ("cast_counts", 172, "12I"),  # layout 6: one tuple, index target * 3 + loss
-)
-
-CONTROL_FIELDS = (
-    ("generation", 0, "I"),
-    ("enabled", 4, "I"),
-    ("stop_mask", 8, "I"),
-    ("on_event", 12, "I"),
-    ("above", 16, "d"),
-    ("below", 24, "d"),
-    ("after_batch", 32, "q"),
-    ("abort_after_batch", 40, "q"),
-    ("trace_count", 48, "I"),
-    ("wait_released", 52, "I"),
-    ("trace_batches", 56, f"{MAX_TRACE_BATCHES}q"),
-    ("module_glob", 312, f"{GLOB_SIZE}s"),
-    ("observe", 568, "I"),
-    ("headroom_dtype", 572, "I"),
-    ("scaler_max_skips", 576, "I"),  # layout 4
-    ("early_horizon", 580, "I"),  # layout 5
-    ("scale_floor", 584, "d"),
-    ("update_ratio_max", 592, "d"),  # layout 5
-    ("cast_target", 600, "I"),  # layout 6
-    ("cast_overflow_max", 608, "d"),
-    ("cast_flush_max", 616, "d"),
-    ("cast_subnormal_max", 624, "d"),
-)
-
-HEADER_FIELDS = (
-    ("magic", 0, "Q"),
-    ("layout_version", 8, "I"),
-    ("header_size", 12, "I"),
-    ("record_size", 16, "I"),
-    ("record_capacity", 20, "I"),
-    ("records_addr", 24, "Q"),
-    ("write_seq", 32, "Q"),
-    ("batch", 40, "Q"),
-    ("first_nonfinite_seq", 48, "Q"),
-    ("last_event_seq", 56, "Q"),
-    ("names_index_addr", 64, "Q"),
-    ("names_arena_addr", 72, "Q"),
-    ("names_capacity", 80, "I"),
-    ("names_count", 84, "I"),
-    ("names_arena_size", 88, "I"),
-    ("names_arena_used", 92, "I"),
-    ("pid", 96, "i"),
-    ("rank", 100, "i"),
-    ("local_rank", 104, "i"),
-    ("world_size", 108, "i"),
-    ("device_index", 112, "i"),
-    ("runtime_version", 116, "I"),
-    ("detection_state", 120, "I"),
-    ("max_frames_to_save", 124, "I"),
-    ("last_event_kind", 128, "I"),
-    ("frames_per_batch_hint", 132, "I"),
-    ("frames_written", 136, "Q"),
-    ("start_time_ns", 144, "Q"),
-    ("root_class_id", 152, "I"),
-    ("own_on_event", 156, "I"),
-    ("snapshot_addr", 160, "Q"),
-    ("device_mode", 168, "I"),
-    ("device_backends", 172, "I"),
-    ("pending_frames", 176, "I"),
-    ("last_event_late", 180, "I"),
-)
-
 RECORD_STRUCT, RECORD_OFFSETS = _table(RECORD_FIELDS, RECORD_SIZE)
-_NO_CASTS = (0,) * 12
-# Versions 2 to 5: the fields before cast_counts, in 192 bytes.
-_RECORD_V2_STRUCT, _ = _table(RECORD_FIELDS[:-1], RECORD_SIZES[2])
-# Version 1: the same fields up to aux_id, in 128 bytes.
-_V1_FIELDS = [name for name, _, _ in RECORD_FIELDS].index("aux_id") + 1
-_RECORD_V1_STRUCT, _ = _table(RECORD_FIELDS[:_V1_FIELDS], RECORD_SIZES[1])
+
+
+def _fields_before(name):
+    return RECORD_FIELDS[: [n for n, _, _ in RECORD_FIELDS].index(name)]
+
+
+# Version 6: the fields before the rows, in 256 bytes; versions 2 to 5: the fields
+# before cast_counts, in 192 bytes; version 1: the same fields up to aux_id, in 128.
+_RECORD_V6_FIELDS = _fields_before("row_extent")
+_RECORD_V2_FIELDS = _fields_before("cast_counts")
+_RECORD_V1_FIELDS = RECORD_FIELDS[: len(_fields_before("aux_id")) + 1]
+_RECORD_V6_STRUCT, _ = _table(_RECORD_V6_FIELDS, RECORD_SIZES[6])
+_RECORD_V2_STRUCT, _ = _table(_RECORD_V2_FIELDS, RECORD_SIZES[2])
+_RECORD_V1_STRUCT, _ = _table(_RECORD_V1_FIELDS, RECORD_SIZES[1])
 CONTROL_STRUCT, CONTROL_OFFSETS = _table(CONTROL_FIELDS, CONTROL_SIZE)
 _HEADER_ONLY_STRUCT, HEADER_OFFSETS = _table(HEADER_FIELDS, CONTROL_OFFSET)
 # The fixed part of a record is (seq, frame_seq, ...): one tuple per record.
 Record = namedtuple("Record", [name for name, _, _ in RECORD_FIELDS])
+# What the fields a layout did not have read as (zero else).
+_ABSENT = {"cause_seq": NO_SEQ, "cast_counts": (0,) * 12, "rows": (0,) * ROWS_KEPT}
+
+
+def _width(code):
+    """How many values a field's struct code unpacks to (an array's count; "256s" is one)."""
+    count = code[:-1]
+    return int(count) if count and code[-1] != "s" else 1
+
+
+def _fold(values, fields):
+    """The unpacked `values` of `fields`, an array field's values as one tuple."""
+    out, at = [], 0
+    for _, _, code in fields:
+        width = _width(code)
+        out.append(tuple(values[at : at + width]) if width > 1 else values[at])
+        at += width
+    return out
+
+
+def _unfold(record, fields):
+    """A Record's values of `fields` flat, as the struct packs them."""
+    flat = []
+    for name, _, code in fields:
+        value = getattr(record, name)
+        flat += list(value) if _width(code) > 1 else [value]
+    return flat
+
+
+def _complete(values, fields, absent=_ABSENT):
+    """A Record from the folded values of `fields`; the rest as a layout without them reads."""
+    known = dict(zip((n for n, _, _ in fields), values, strict=True))
+    return Record._make(
+        known[name] if name in known else absent.get(name, 0) for name, _, _ in RECORD_FIELDS
+    )
+
+
 _BEFORE_V4 = {"cause_seq": NO_SEQ}  # the layout 4 fields' "none" in older records (zero else)
 Header = namedtuple("Header", [name for name, _, _ in HEADER_FIELDS])
 
@@ -386,28 +344,35 @@ def decode_header(data):
     return header, control
 
 
+def _record_table(version):
+    """(struct, fields) of a record in layout `version`."""
+    if version >= 7:
+        return RECORD_STRUCT, RECORD_FIELDS
+    if version == 6:
+        return _RECORD_V6_STRUCT, _RECORD_V6_FIELDS
+    if version != 1:
+        return _RECORD_V2_STRUCT, _RECORD_V2_FIELDS
+    return _RECORD_V1_STRUCT, _RECORD_V1_FIELDS
+
+
 def encode_record(record, version=LAYOUT_VERSION):
     """The bytes of `record` (a Record) in layout `version`: what the runtime of
     that version writes (tests build rings of every version with it)."""
-    if version >= 6:
-        return RECORD_STRUCT.pack(*record[:-1], *record.cast_counts)
-    if version != 1:
-        return _RECORD_V2_STRUCT.pack(*record[:-1])
-    if record.kind in TENSOR_LINE_KINDS:
+    if version == 1 and record.kind in TENSOR_LINE_KINDS:
         record = record._replace(context_id=record.headroom_dtype, aux_id=record.headroom_underflow)
-    return _RECORD_V1_STRUCT.pack(*record[:_V1_FIELDS])
+    packed, fields = _record_table(version)
+    return packed.pack(*_unfold(record, fields))
 
 
 def decode_record(data, offset=0, version=LAYOUT_VERSION):
-    """A Record of layout `version`, in version 6's fields."""
-    if version >= 6:
-        values = RECORD_STRUCT.unpack_from(data, offset)
-        return Record._make(values[:-12] + (values[-12:],))
+    """A Record of layout `version`, in the newest layout's fields."""
+    packed, fields = _record_table(version)
+    values = _fold(packed.unpack_from(data, offset), fields)
     if version != 1:
-        r = Record._make(_RECORD_V2_STRUCT.unpack_from(data, offset) + (_NO_CASTS,))
-        return r if version >= 4 else r._replace(**_BEFORE_V4)
-    values = _RECORD_V1_STRUCT.unpack_from(data, offset)
-    r = Record._make(values + (0, 0, NO_ID, NO_ID, 0.0, 0.0, NO_SEQ, 0, _NO_CASTS))
+        r = _complete(values, fields)
+        # the loss-scaler fields were reserved (zero) bytes before layout 4: no cause
+        return r if version >= 4 else r._replace(cause_seq=NO_SEQ)
+    r = _complete(values, fields, {**_ABSENT, "diagnosis_id": NO_ID, "location_id": NO_ID})
     if r.kind in TENSOR_LINE_KINDS:  # the union held headroom for a frame's tensor lines
         return r._replace(
             headroom_dtype=r.context_id, headroom_underflow=r.aux_id, context_id=NO_ID, aux_id=NO_ID

@@ -12,7 +12,7 @@ the order is as good as the agreement of their clocks.
 import datetime
 from dataclasses import dataclass, field
 
-from . import compiled, device, early, layout, listing, scaler
+from . import compiled, device, early, layout, listing, samples, scaler
 from .core_target import CoreTarget
 from .errors import OvfError
 from .event import describe_seq
@@ -104,6 +104,7 @@ def summary(core, ring_notes=False):
     lines = [
         f"{core.path}: {process_text(h)}, batch {h.batch}, {h.frames_written} frames",
         f"first non-finite: {first}",
+        *(f"  {line}" for line in samples.first_lines(core.ring, core.first)),
         *([f"loss scaler: {scaled}"] if scaled else []),
         *([early.line(core.ring, warned, prefix="")] if warned is not None else []),
         *(f"{'  ' if i else 'loss scaler gave up: '}{line}" for i, line in enumerate(gave_up)),
@@ -205,6 +206,7 @@ def _first_json(core):
         "module": module,
         "class": cls,
         "label": label,
+        **samples.first_json(ring, r),
     }
 
 

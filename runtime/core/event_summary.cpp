@@ -14,6 +14,7 @@
 #include "hints.h"
 #include "report.h"
 #include "ring_writer.h"
+#include "row_samples.h"
 #include "sample_log.h"
 #include "snapshot.h"
 
@@ -161,7 +162,22 @@ std::string event_summary_json(const ovf_record& first, uint32_t events, const s
       out += (k ? ", " : "") + std::to_string(samples[i].indices[k]);
     out += "]}";
   }
-  return out + "]}\n";
+  out += "]";
+  const RowSamples rows = row_samples(first);
+  if (rows.extent == 0) return out + ", \"rows\": null}\n";
+  // The report's words, without its "ovf: " and newline: what ovf.ranks prints.
+  const std::string said = describe_row_samples(first);
+  out += ", \"rows\": {\"text\": " + json_string(said.substr(5, said.size() - 6)) +
+         ", \"extent\": " + std::to_string(rows.extent) +
+         ", \"count\": " + std::to_string(rows.count) + ", \"first\": [";
+  for (size_t k = 0; k < rows.rows.size(); ++k)
+    out += (k ? ", " : "") + std::to_string(rows.rows[k]);
+  out += "], \"mixed_by\": " +
+         (rows.mixed_by.empty() ? std::string("null") : json_string(rows.mixed_by)) +
+         ", \"dataset_indices\": [";
+  for (size_t k = 0; k < rows.indices.size(); ++k)
+    out += (k ? ", " : "") + std::to_string(rows.indices[k]);
+  return out + "]}}\n";
 }
 
 std::string write_new_file(const std::string& dir, const std::string& name,

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "control.h"
+#include "row_scan.h"
 #include "stats_cpu.h"
 
 namespace ovf {
@@ -36,7 +37,9 @@ void FrameBuilder::add_tensor(ovf_record_kind kind, uint32_t label_id, const Ten
     records_.front().flags |= OVF_FLAG_TRUNCATED;
     return;
   }
-  add_stats(kind, label_id, compute_stats_cpu(view, cast_counts_asked()), view.dtype, device);
+  const Stats stats = compute_stats_cpu(view, cast_counts_asked());
+  add_stats(kind, label_id, stats, view.dtype, device);
+  measure_rows_if_first(view, stats, records_.back());
   const ovf_dtype against = headroom_dtype();
   if (against != OVF_DTYPE_UNKNOWN) set_headroom(against, headroom_underflow(view, against));
 }

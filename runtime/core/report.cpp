@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "ring_writer.h"
+#include "row_samples.h"
 #include "sample_log.h"
 #include "snapshot.h"
 
@@ -231,9 +232,14 @@ std::string carried_from(uint32_t gradient_of) {
 }
 
 std::string describe_first_nonfinite() {
-  return describe_nonfinite(
-      find_record(__atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_ACQUIRE)),
-      "the first non-finite value");
+  const ovf_record* first =
+      find_record(__atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_ACQUIRE));
+  if (first == nullptr) return "";
+  // The rows only where the batch's samples are known: the reference's report
+  // stays as it prints it for every run that feeds no DataLoader batches.
+  const bool samples_known = !samples_of_batch(first->batch).empty();
+  return describe_nonfinite(first, "the first non-finite value") +
+         (samples_known ? describe_row_samples(*first) : "");
 }
 
 std::string describe_nonfinite(const ovf_record* first, const std::string& what) {

@@ -1,4 +1,6 @@
-// The sample log (sample_log.h): a short queue of the last batches' entries.
+// The sample log (sample_log.h): batches' indices wait in a short queue until a
+// root forward claims them, then are published in the state's samples log
+// (ring.h's ovf_samples_log), where the report and every reader find them.
 #include "sample_log.h"
 
 #include <algorithm>
@@ -8,51 +10,90 @@
 #include <set>
 
 #include "report.h"
+#include "ring_writer.h"
 
 namespace ovf {
 namespace {
 
+struct Pending {
+  uint64_t loader;
+  std::string dataset;
+  std::vector<int64_t> indices;  // the first kSamplesKept
+  uint64_t total;
+};
+
 std::mutex log_mutex;
-std::deque<BatchSamples> entries;
+std::deque<Pending> pending;  // returned by a loader, not yet claimed by a forward
 // Loaders seen running ahead of the model: their batches are never attributed.
 std::set<uint64_t> ahead;
+
+// On the heap, like the snapshot: a debugger may read it at exit, and LLDB's
+// save-core keeps the heap pages a process wrote.
+ovf_samples_log& published() {
+  static auto* log = [] {
+    auto* l = new ovf_samples_log();
+    l->magic = OVF_SAMPLES_MAGIC;
+    l->version = OVF_SAMPLES_VERSION;
+    l->size = sizeof(ovf_samples_log);
+    return l;
+  }();
+  return *log;
+}
+
+// Entry k of the log, as readers take it. Under log_mutex.
+void publish(uint64_t batch, const Pending& p) {
+  ovf_samples_log& log = published();
+  const uint64_t k = log.entries_written;
+  ovf_samples_entry& e = log.entries[k % OVF_SAMPLES_ENTRIES];
+  __atomic_store_n(&e.number, uint64_t{0}, __ATOMIC_RELEASE);
+  e.batch = batch;
+  e.total = p.total;
+  e.dataset_id = intern(p.dataset);
+  e.count = static_cast<uint32_t>(p.indices.size());
+  std::copy(p.indices.begin(), p.indices.end(), e.indices);
+  std::fill(e.indices + p.indices.size(), e.indices + OVF_SAMPLES_PER_ENTRY, 0);
+  __atomic_store_n(&e.number, k + 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&log.entries_written, k + 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&ovf_state.samples_addr, reinterpret_cast<uint64_t>(&log), __ATOMIC_RELEASE);
+}
 
 }  // namespace
 
 void record_batch_samples(uint64_t loader, const std::string& dataset, const int64_t* indices,
                           size_t count) {
-  BatchSamples entry;
-  entry.loader = loader;
-  entry.dataset = dataset;
-  entry.indices.assign(indices, indices + std::min(count, kSamplesKept));
-  entry.total = count;
+  Pending p{loader, dataset, {indices, indices + std::min(count, kSamplesKept)}, count};
   std::lock_guard<std::mutex> lock(log_mutex);
-  entries.push_back(std::move(entry));
-  while (entries.size() > kSampleEntriesKept) entries.pop_front();
+  pending.push_back(std::move(p));
+  // A loader iterated without a model claiming its batches keeps only the newest.
+  while (pending.size() > OVF_SAMPLES_ENTRIES) pending.pop_front();
 }
 
 void claim_pending_samples(uint64_t batch) {
   std::lock_guard<std::mutex> lock(log_mutex);
-  // Every root forward comes here: most find nothing new (pending entries are the newest).
-  if (entries.empty() || entries.back().batch != kPendingBatch) return;
-  std::map<uint64_t, int> pending;  // loader -> its entries not claimed yet
-  for (const BatchSamples& e : entries)
-    if (e.batch == kPendingBatch) ++pending[e.loader];
+  // Every root forward comes here: most find nothing new.
+  if (pending.empty()) return;
+  std::map<uint64_t, int> per_loader;
+  for (const Pending& p : pending) ++per_loader[p.loader];
   // Two batches of one loader fetched before the model ran (a loader that looks
   // one ahead, as accelerate's does): which went into this batch cannot be told.
-  for (const auto& [loader, count] : pending)
+  for (const auto& [loader, count] : per_loader)
     if (count > 1) ahead.insert(loader);
-  for (BatchSamples& e : entries) {
-    if (e.batch != kPendingBatch) continue;
-    e.batch = ahead.count(e.loader) ? kUnattributed : batch;
-  }
+  for (const Pending& p : pending)
+    if (!ahead.count(p.loader)) publish(batch, p);
+  pending.clear();
 }
 
 std::vector<BatchSamples> samples_of_batch(uint64_t batch) {
   std::lock_guard<std::mutex> lock(log_mutex);
+  const ovf_samples_log& log = published();
   std::vector<BatchSamples> out;
-  for (const BatchSamples& e : entries)
-    if (e.batch == batch) out.push_back(e);
+  const uint64_t n = log.entries_written;
+  for (uint64_t k = n > OVF_SAMPLES_ENTRIES ? n - OVF_SAMPLES_ENTRIES : 0; k < n; ++k) {
+    const ovf_samples_entry& e = log.entries[k % OVF_SAMPLES_ENTRIES];
+    if (e.batch != batch) continue;
+    out.push_back({std::string(interned(e.dataset_id)),
+                   std::vector<int64_t>(e.indices, e.indices + e.count), e.total});
+  }
   return out;
 }
 
@@ -78,8 +119,13 @@ void forget_sample_loader(uint64_t loader) {
 
 void clear_batch_samples() {
   std::lock_guard<std::mutex> lock(log_mutex);
-  entries.clear();
+  pending.clear();
   ahead.clear();
+  ovf_samples_log& log = published();
+  // A new session: readers see no entry of the last (numbers start again at 1).
+  for (ovf_samples_entry& e : log.entries)
+    __atomic_store_n(&e.number, uint64_t{0}, __ATOMIC_RELEASE);
+  __atomic_store_n(&log.entries_written, uint64_t{0}, __ATOMIC_RELEASE);
 }
 
 }  // namespace ovf

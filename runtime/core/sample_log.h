@@ -1,7 +1,8 @@
 // Which dataset samples each batch held: the indices a DataLoader's sampler gave
-// for the batches of the last few steps, kept in the runtime so that the event's
-// report and summary can name the samples behind a NaN ("batch 412 held dataset
-// indices 90211, 4410, ..."). No data is copied: indices only, a bounded number.
+// for the batches of the last few steps, published in the state's samples log
+// (ring.h) so that the event's report and summary, `ovf samples` and a core name
+// the samples behind a NaN ("batch 412 held dataset indices 90211, 4410, ...").
+// No data is copied: indices only, a bounded number.
 #ifndef OVF_SAMPLE_LOG_H
 #define OVF_SAMPLE_LOG_H
 
@@ -9,20 +10,18 @@
 #include <string>
 #include <vector>
 
+#include "ovf/ring.h"
+
 namespace ovf {
 
 // At most this many indices are kept of one batch, and this many batches' entries.
-constexpr size_t kSamplesKept = 64;
-constexpr size_t kSampleEntriesKept = 16;
-constexpr uint64_t kPendingBatch = UINT64_MAX;
-constexpr uint64_t kUnattributed = UINT64_MAX - 1;  // its loader ran ahead of the model
+constexpr size_t kSamplesKept = OVF_SAMPLES_PER_ENTRY;
+constexpr size_t kSampleEntriesKept = OVF_SAMPLES_ENTRIES;
 
 struct BatchSamples {
-  uint64_t loader = 0;             // which loader's iterator (its Python id)
-  uint64_t batch = kPendingBatch;  // the batch the samples went into, once known
-  std::string dataset;             // the dataset's class name
-  std::vector<int64_t> indices;    // the first kSamplesKept of the batch, in its order
-  uint64_t total = 0;              // how many the batch held
+  std::string dataset;           // the dataset's class name
+  std::vector<int64_t> indices;  // the first kSamplesKept of the batch, in its order
+  uint64_t total = 0;            // how many the batch held
 };
 
 // Notes that `loader` returned `dataset`'s samples `indices` (`count` of them)
@@ -47,7 +46,7 @@ std::string describe_batch_samples(uint64_t batch);
 // `loader` is gone (its id may name another one from now on).
 void forget_sample_loader(uint64_t loader);
 
-// Forgets every entry (a new session).
+// Forgets every entry, published ones too (a new session).
 void clear_batch_samples();
 
 }  // namespace ovf

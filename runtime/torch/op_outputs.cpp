@@ -303,6 +303,10 @@ void end_op(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent,
     if (!line.zeros) line.stats = output_stats(op, out, view, parent);
     all_known = all_known && line.stats.batch == nullptr;
     known_nonfinite = known_nonfinite || (!line.zeros && line.stats.known.nonfinite());
+    // Deliberate values (masks) are not the rows a NaN came from.
+    if (!line.zeros && line.stats.batch == nullptr && out.device().is_cpu() && !op.constant &&
+        !op.deliberate_nan && rows_wanted(line.stats.known))
+      line.rows = find_rows(view);
     line.only_constants_noted = note_output_at_end(op, out);
   }
   outputs.clear();  // drop the references now
@@ -378,6 +382,7 @@ void judge_op(EndedOp& e, EndedOp* parent) {
                           : (role == OVF_FLAG_CARRIER ? op.carried_gradient : OVF_NO_ID);
     r.diagnosis_id = diagnosis;
     r.location_id = e.has_node ? e.node.location_id : e.location_id;
+    set_rows(r, line.rows);
     // Only non-finite values wait: an inner op may write an intermediate value
     // that the outer one changes in place (addmm after its copy_ of the bias).
     if (!s.nonfinite()) {

@@ -14,6 +14,7 @@
 #include "device_engine.h"
 #include "op_facts.h"
 #include "record.h"
+#include "row_scan.h"
 #include "stats.h"
 
 namespace ovf {
@@ -90,6 +91,7 @@ struct OutputLine {
   // What an enclosing op may return (weak: see HeldRecord).
   c10::weak_intrusive_ptr<c10::StorageImpl> storage{c10::intrusive_ptr<c10::StorageImpl>()};
   bool only_constants_noted = false;  // noted at the end as made from constants alone
+  Rows rows;  // the session's first non-finite output: its rows holding NaN/Inf (row_scan.h)
 };
 
 // An ended op, until its outputs are judged: at once where their statistics are

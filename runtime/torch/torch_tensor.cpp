@@ -4,6 +4,7 @@
 #include <torch/version.h>  // which scalar types this torch has
 
 #include "device_engine.h"
+#include "row_scan.h"
 #include "stats_cpu.h"
 
 namespace ovf {
@@ -95,7 +96,9 @@ ovf_record tensor_line(ovf_record_kind kind, uint32_t label_id, const at::Tensor
   Stats stats;
   if (!stats_view(t, &view) || !(stats = tensor_stats(t, view)).has_stats)
     return make_value_line(kind, label_id, flags | OVF_FLAG_NO_DATA);
-  return make_line(kind, label_id, stats, view.dtype, device_id_of(t), flags);
+  ovf_record line = make_line(kind, label_id, stats, view.dtype, device_id_of(t), flags);
+  if (!uses_device_engine(t)) measure_rows_if_first(view, stats, line);
+  return line;
 }
 
 bool tensor_nonfinite(const at::Tensor& t) {

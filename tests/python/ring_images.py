@@ -117,6 +117,7 @@ class RingBuilder:
             abs_min=math.inf,
             abs_min_nonzero=math.inf,
             cast_counts=(0,) * 12,
+            rows=(0,) * layout.ROWS_KEPT,
         )
         values.update(fields)
         slot = self.seq % self.capacity

@@ -46,15 +46,50 @@ def test_the_report_and_the_summary_name_the_failing_batchs_dataset_indices(tmp_
     text = out.stdout + out.stderr
     assert f"Detected inf/nan during batch_number={step}\n" in text
     listed = ", ".join(map(str, indices))
-    assert f"\novf: batch {step} held dataset indices {listed} (Squares, 8 of 8)\n" in text
+    # Square's output is the first non-finite value: its row of the bad sample alone
+    row = indices.index(BAD)
+    rows = (
+        f"the first non-finite value (batch {step}) is in row {row} of 8 along its first dimension:"
+        f" dataset index {BAD} (Squares)"
+    )
+    assert (
+        f"\novf: {rows}\novf: batch {step} held dataset indices {listed} (Squares, 8 of 8)\n"
+        in text
+    )
     (name,) = os.listdir(tmp_path)
     with open(tmp_path / name) as f:
         summary = json.load(f)
     assert summary["batch"] == step
     assert summary["samples"] == [{"dataset": "Squares", "total": 8, "indices": indices}]
+    assert summary["rows"] == {
+        "text": rows,
+        "extent": 8,
+        "count": 1,
+        "first": [row],
+        "mixed_by": None,
+        "dataset_indices": [BAD],
+    }
     verdict = run_ovf_child(["-m", "ovf.ranks", str(tmp_path)])
     assert verdict.returncode == 0, verdict.stderr
-    assert f"  batch {step} held dataset indices {listed} (Squares, 8 of 8)\n" in verdict.stdout
+    assert (
+        f"  {rows}\n  batch {step} held dataset indices {listed} (Squares, 8 of 8)\n"
+        in verdict.stdout
+    )
+
+
+def test_at_op_level_the_producing_ops_rows_name_the_sample():
+    out = run_ovf_child(["-m", "ovf", "--ops", SCRIPT, "--bad", str(BAD), "--workers", "0"])
+    assert out.returncode == 1, out.stderr
+    (step, indices) = next((s, i) for e, s, i in batches(out.stdout) if BAD in i)
+    text = out.stdout + out.stderr
+    assert (
+        "ovf: the first non-finite value was produced by aten::mul in 1 at loader_samples.py:"
+        in text
+    ), text
+    assert (
+        f"\novf: the first non-finite value (batch {step}) is in row {indices.index(BAD)} of 8"
+        f" along its first dimension: dataset index {BAD} (Squares)\n" in text
+    ), text
 
 
 def test_a_healthy_run_names_no_samples(tmp_path):

@@ -55,6 +55,9 @@ int main() {
   F(ovf_record, cause_seq);
   F(ovf_record, skips_in_row);
   F(ovf_record, cast_counts);
+  F(ovf_record, row_extent);
+  F(ovf_record, row_count);
+  F(ovf_record, rows);
   first = true;
   std::printf("], \"control\": [");
   F(ovf_control, generation);
@@ -116,6 +119,7 @@ int main() {
   F(ovf_state_t, device_backends);
   F(ovf_state_t, pending_frames);
   F(ovf_state_t, last_event_late);
+  F(ovf_state_t, samples_addr);
   std::printf("], \"sizes\": {\"record\": %zu, \"control\": %zu, \"header\": %zu, "
               "\"control_offset\": %zu},",
               sizeof(ovf_record), sizeof(ovf_control), sizeof(ovf_state_t),

@@ -26,7 +26,7 @@ extern "C" {
 // "OVF-RING" read as a little-endian u64. Written at start-up, not stored in
 // .rodata as a string, so a memory scan for it finds the live state first.
 #define OVF_MAGIC 0x474e49522d46564fULL
-#define OVF_LAYOUT_VERSION 6u
+#define OVF_LAYOUT_VERSION 7u
 #define OVF_HEADER_SIZE 1024u
 #define OVF_RECORD_SIZE 256u  // 192 in layouts 2-5, 128 in layout 1
 #define OVF_CONTROL_OFFSET 256u
@@ -35,6 +35,7 @@ extern "C" {
 #define OVF_NO_ID UINT32_MAX   // "none" for string-table ids
 #define OVF_GLOB_SIZE 256u
 #define OVF_MAX_TRACE_BATCHES 32u
+#define OVF_ROWS_KEPT 6u  // a record's rows[] (layout 7)
 
 // What a cast to a narrower floating type would lose (layout 6): a line's
 // cast_counts[target * 3 + loss], saturating at UINT32_MAX. The counts are those
@@ -192,7 +193,13 @@ typedef struct ovf_record {
   uint32_t skips_in_row;  // 168 SCALER: skipped steps in a row, this one included (0: no skip)
   // Layout 6: lines flagged OVF_FLAG_CAST; index ovf_cast_target * 3 + ovf_cast_loss.
   uint32_t cast_counts[(int)OVF_CAST_TARGETS * (int)OVF_CAST_LOSSES];  // 172
-  uint8_t reserved[OVF_RECORD_SIZE - 220];  // 220 zero; room to grow (bump the version)
+  // Layout 7: which rows of the line's first dimension (a batch's, usually) hold
+  // its NaN/Inf values. Measured only for the session's first non-finite line
+  // whose memory the runtime reads (row_extent 0: not measured).
+  uint32_t row_extent;           // 220 the first dimension's size
+  uint32_t row_count;            // 224 rows holding a NaN or an Inf
+  uint32_t rows[OVF_ROWS_KEPT];  // 228 the first of them, ascending (min(row_count, 6) used)
+  uint8_t reserved[OVF_RECORD_SIZE - 252];  // 252 zero; room to grow (bump the version)
 } ovf_record;
 
 // The part of the state a debugger may write (and only this part). The runtime
@@ -352,6 +359,35 @@ typedef struct ovf_snapshot {
   ovf_snapshot_local locals[OVF_SNAPSHOT_LOCALS];  // 64 + 16 * 64 = 1088
 } ovf_snapshot;
 
+// The samples log (layout 7): the dataset indices a DataLoader's sampler gave
+// the last OVF_SAMPLES_ENTRIES batches, so that an event, `ovf samples` and a
+// core name the samples behind a NaN. Indices only, never data. Entry k (the
+// k-th published, from 0) lives in entries[k % OVF_SAMPLES_ENTRIES]; its
+// `number` is k + 1 once complete (0 while it is written), so a reader skips a
+// torn or reused entry. Its own layout version; `entries_written` counts them.
+#define OVF_SAMPLES_MAGIC 0x4c504d532d46564fULL  // "OVF-SMPL"
+#define OVF_SAMPLES_VERSION 1u
+#define OVF_SAMPLES_ENTRIES 16u
+#define OVF_SAMPLES_PER_ENTRY 64u
+
+typedef struct ovf_samples_entry {
+  uint64_t batch;       // 0  the batch (training step) the samples went into
+  uint64_t total;       // 8  how many samples the batch held
+  uint32_t dataset_id;  // 16 the dataset's class name (string table)
+  uint32_t count;       // 20 indices kept: the batch's first min(total, 64), in its order
+  uint64_t number;      // 24 k + 1 once the entry is complete; 0 while it is written
+  int64_t indices[OVF_SAMPLES_PER_ENTRY];  // 32
+} ovf_samples_entry;
+
+typedef struct ovf_samples_log {
+  uint64_t magic;                                  // 0  OVF_SAMPLES_MAGIC
+  uint32_t version;                                // 8  OVF_SAMPLES_VERSION
+  uint32_t size;                                   // 12 sizeof(ovf_samples_log)
+  uint64_t entries_written;                        // 16 entries published so far
+  uint8_t reserved[40];                            // 24 room to grow
+  ovf_samples_entry entries[OVF_SAMPLES_ENTRIES];  // 64
+} ovf_samples_log;
+
 // The exported state. Addresses are absolute in the process that wrote them.
 typedef struct ovf_state_t {
   uint64_t magic;            // 0    OVF_MAGIC once initialised
@@ -398,7 +434,10 @@ typedef struct ovf_state_t {
   uint32_t last_event_late;  // 180  1: the latest event was judged after its frame had
                              //      returned (fast mode): the stack is where the process
                              //      was when the statistics arrived, not the frame's
-  uint8_t reserved0[OVF_CONTROL_OFFSET - 184];
+  // Layout 7 (0 in earlier layouts):
+  uint64_t samples_addr;  // 184  ovf_samples_log: the dataset indices of the last batches
+                          //      (0: no DataLoader batch was seen)
+  uint8_t reserved0[OVF_CONTROL_OFFSET - 192];
   ovf_control control;  // 256
   uint8_t reserved1[OVF_HEADER_SIZE - OVF_CONTROL_OFFSET - OVF_CONTROL_SIZE];
 } ovf_state_t;

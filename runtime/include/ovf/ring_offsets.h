@@ -38,7 +38,10 @@ static_assert(offsetof(ovf_record, scale_after) == 152, "layout");
 static_assert(offsetof(ovf_record, cause_seq) == 160, "layout");
 static_assert(offsetof(ovf_record, skips_in_row) == 168, "layout");
 static_assert(offsetof(ovf_record, cast_counts) == 172, "layout");
-static_assert(offsetof(ovf_record, reserved) == 220, "layout");
+static_assert(offsetof(ovf_record, row_extent) == 220, "layout");
+static_assert(offsetof(ovf_record, row_count) == 224, "layout");
+static_assert(offsetof(ovf_record, rows) == 228, "layout");
+static_assert(offsetof(ovf_record, reserved) == 252, "layout");
 
 static_assert(sizeof(ovf_control) == OVF_CONTROL_SIZE, "control block size is part of the layout");
 static_assert(offsetof(ovf_control, enabled) == 4, "layout");
@@ -73,6 +76,14 @@ static_assert(offsetof(ovf_snapshot, complete) == 32, "layout");
 static_assert(offsetof(ovf_snapshot, frames) == 64, "layout");
 static_assert(offsetof(ovf_snapshot, frame_locals) == 40, "layout");
 static_assert(offsetof(ovf_snapshot, locals) == 1088, "layout");
+static_assert(sizeof(ovf_samples_entry) == 544, "layout");
+static_assert(offsetof(ovf_samples_entry, dataset_id) == 16, "layout");
+static_assert(offsetof(ovf_samples_entry, count) == 20, "layout");
+static_assert(offsetof(ovf_samples_entry, number) == 24, "layout");
+static_assert(offsetof(ovf_samples_entry, indices) == 32, "layout");
+static_assert(offsetof(ovf_samples_log, entries_written) == 16, "layout");
+static_assert(offsetof(ovf_samples_log, entries) == 64, "layout");
+static_assert(sizeof(ovf_samples_log) == 64 + 16 * 544, "layout");
 static_assert(sizeof(ovf_snapshot) == 1088 + 136 * OVF_SNAPSHOT_LOCALS, "layout");
 
 static_assert(sizeof(ovf_state_t) == OVF_HEADER_SIZE, "header size is part of the layout");
@@ -110,6 +121,7 @@ static_assert(offsetof(ovf_state_t, device_mode) == 168, "layout");
 static_assert(offsetof(ovf_state_t, device_backends) == 172, "layout");
 static_assert(offsetof(ovf_state_t, pending_frames) == 176, "layout");
 static_assert(offsetof(ovf_state_t, last_event_late) == 180, "layout");
+static_assert(offsetof(ovf_state_t, samples_addr) == 184, "layout");
 static_assert(offsetof(ovf_state_t, control) == OVF_CONTROL_OFFSET, "layout");
 
 #endif  // OVF_RING_OFFSETS_H

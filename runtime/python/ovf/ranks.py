@@ -145,6 +145,10 @@ def verdict(summaries):
     lines.append(f"  {first.what}")
     if first.data.get("why"):
         lines.append(f"  why: {first.why}")
+    rows = first.data.get("rows")
+    # as the report has them: only where the batch's samples are known
+    if isinstance(rows, dict) and isinstance(rows.get("text"), str) and first.data.get("samples"):
+        lines.append(f"  {rows['text']}")
     for held in first.data.get("samples") or ():
         kept, total = len(held["indices"]), held["total"]
         share = f"{total} of {total}" if kept == total else f"the first {kept} of {total}"
