@@ -207,6 +207,28 @@ PYBIND11_MODULE(_ovf, m) {
       py::arg("loader"), py::arg("dataset"), py::arg("indices"),
       "The batch being run was loaded from these dataset indices (its sampler's, in order).");
   m.def("forget_sample_loader", &ovf::forget_sample_loader, py::arg("loader"));
+  m.def(
+      "first_nonfinite",
+      []() -> py::object {
+        const ovf_record* first =
+            ovf::find_record(__atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_ACQUIRE));
+        if (first == nullptr) return py::none();
+        return py::make_tuple(first->seq, first->batch);
+      },
+      "(seq, batch) of the session's first non-finite record, or None (none yet, or "
+      "overwritten).");
+  m.def("describe_first_nonfinite", &ovf::describe_first_nonfinite,
+        "What the report says of the first non-finite value (its op, line, rows), or \"\".");
+  m.def(
+      "batch_samples",
+      [](uint64_t batch) {
+        py::list out;
+        for (const ovf::BatchSamples& s : ovf::samples_of_batch(batch))
+          out.append(py::dict(py::arg("dataset") = s.dataset, py::arg("total") = s.total,
+                              py::arg("indices") = s.indices));
+        return out;
+      },
+      py::arg("batch"), "The dataset indices kept of `batch`: [{dataset, total, indices}].");
   m.def("set_event_summary_dir", &ovf::set_event_summary_dir, py::arg("directory"),
         "Where the process's first NaN/Inf event leaves its summary for python3 -m ovf.ranks "
         "(\"\": nowhere).");

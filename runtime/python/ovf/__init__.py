@@ -40,6 +40,7 @@ _LAZY = {
     "EarlyWarningError": "._hooks",
     "expected_nonfinite": "._expected",
     "OptionError": "._options",
+    "replay_batch": "._dump_batch",
 }
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "EarlyWarningError",
     "OptionError",
     "expected_nonfinite",
+    "replay_batch",
     "__version__",
     "cmake_prefix_path",
 ]

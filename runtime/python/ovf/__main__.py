@@ -26,6 +26,7 @@ OPTION_OF = {
     "OVF_EARLY_HORIZON": "--early-horizon",
     "OVF_UPDATE_RATIO": "--update-ratio",
     "OVF_EVENT_DIR": "--event-dir",
+    "OVF_DUMP_BATCH": "--dump-batch",
 }
 # What --stop may name: the kinds of value that stop the run.
 STOP_KINDS = ("nan", "inf")
@@ -187,6 +188,15 @@ def _parser():
             "python3 -m ovf.ranks DIR: which rank of a job produced it first"
         ),
     )
+    p.add_argument(
+        "--dump-batch",
+        default=None,
+        metavar="DIR",
+        help=(
+            "save the step that made the first inf/nan in DIR (its inputs, parameters and "
+            "random state) for ovf.replay_batch(model, path), outside the job"
+        ),
+    )
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     return p
@@ -231,6 +241,8 @@ def main(argv=None):
         return 2
     if args.event_dir is not None:
         env["OVF_EVENT_DIR"] = args.event_dir
+    if args.dump_batch is not None:
+        env["OVF_DUMP_BATCH"] = args.dump_batch
     if args.wait_timeout is not None:
         env["OVF_WAIT_TIMEOUT"] = repr(args.wait_timeout)
     if args.device_mode is not None:

@@ -11,7 +11,7 @@ import warnings
 
 import torch
 
-from . import _hooks, _options, _ovf
+from . import _dump_batch, _hooks, _options, _ovf
 
 _root_sizes = {}  # root module -> number of modules under it
 _batch_root = None
@@ -55,6 +55,8 @@ def discover(module, becomes_batch_root=None):
     _root_sizes[module] = size
     if becomes_batch_root:
         _batch_root = module
+        if _dump_batch.enabled():
+            _dump_batch.attach(module)
 
 
 def _trains(module):
@@ -113,6 +115,7 @@ def enable(
     cast=None,
     cast_limits=(None, None, None),
     event_dir=None,
+    dump_batch=None,
 ):
     """Turns detection on for every model this process runs. Idempotent.
 
@@ -143,6 +146,8 @@ def enable(
     JSON summary (rank, batch, time, op, module, line, producer or carrier) for
     `python3 -m ovf.ranks DIR`, the verdict of a whole job; None: under torch's
     launcher the rank's folder of its logs, else none.
+    dump_batch: a directory where the step that made the first NaN/Inf is saved
+    (its inputs, parameters and random state: ovf.replay_batch runs it again).
 
     Every option is checked before anything is switched on: a refused one
     leaves the process as it was."""
@@ -167,6 +172,7 @@ def enable(
     wait_timeout = _options.seconds(wait_timeout)
     # Under torchrun, by default beside the rank's own logs: python3 -m ovf.ranks LOG_DIR.
     summary_dir = _options.event_dir(event_dir) or _options.launcher_log_dir()
+    dump_dir = _options.dump_batch_dir(dump_batch, on_nan)
     if condition is not None:
         from . import _condition
 
@@ -209,6 +215,7 @@ def enable(
     _ovf.set_control(stop_mask=mask, **control)
     _ovf.set_wait_timeout(wait_timeout)
     _ovf.set_event_summary_dir(summary_dir)
+    _dump_batch.configure(dump_dir, _batch_root)
     if condition is not None:
         _condition.install(condition)
     _ovf.sync_op_observer()
@@ -249,4 +256,5 @@ def enable_from_environment():
         cast=opts["cast"],
         cast_limits=opts["cast_limits"],
         event_dir=opts["event_dir"],
+        dump_batch=opts["dump_batch"],
     )

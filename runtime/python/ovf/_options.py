@@ -206,6 +206,18 @@ def event_dir(value, where="event_dir"):
     return path
 
 
+def dump_batch_dir(value, on_nan, where="dump_batch"):
+    """--dump-batch's directory (event_dir's checks), or None; refused with on_nan
+    abort, which ends the process at the event, before any safe point to save at."""
+    path = event_dir(value, where) or None
+    if path is not None and on_nan == "abort":
+        raise OptionError(
+            f"ovf: {where} saves the failing step once the event is answered; on_nan abort ends"
+            " the process at the event (its core holds the step): choose one"
+        )
+    return path
+
+
 def launcher_log_dir():
     """The rank's own folder of torch's launcher's logs (torchrun names its error file
     there: LOG_DIR/<run>/attempt_<n>/<local rank>/error.json), or "" outside it."""
@@ -321,6 +333,9 @@ def from_environment(environ=None):
     )
     cast_control(opts["cast"], opts["cast_limits"], "OVF_CAST")
     opts["event_dir"] = event_dir(env.get("OVF_EVENT_DIR", ""), "OVF_EVENT_DIR") or None
+    opts["dump_batch"] = dump_batch_dir(
+        env.get("OVF_DUMP_BATCH", ""), opts["on_nan"], "OVF_DUMP_BATCH"
+    )
     return opts
 
 
