@@ -160,3 +160,23 @@ def test_bad_dump_options_are_refused_in_one_line(options, message):
     out = run_ovf_child(["-m", "ovf", *options, SCRIPT, "--bad", str(BAD)], timeout=180)
     assert out.returncode == 2 and out.stdout == "", out
     assert out.stderr.strip() == message
+
+
+def test_inputs_torch_load_refuses_by_default_are_named_in_one_line(tmp_path):
+    path = str(tmp_path / "namespace.pt")
+    code = (
+        "import argparse, sys, torch, ovf\n"
+        "torch.save({'format': 'ovf-batch', 'version': 1, 'args': (argparse.Namespace(),)},"
+        " sys.argv[1])\n"
+        "try:\n"
+        "    ovf.replay_batch(torch.nn.Linear(2, 2), sys.argv[1])\n"
+        "except ValueError as e:\n"
+        "    print(e)\n"
+    )
+    out = run_ovf_child(["-c", code, path])
+    assert out.stdout.startswith(
+        f"ovf: {path} holds inputs torch.load does not load with weights_only=True (Unsupported"
+        " global: GLOBAL argparse.Namespace was not an allowed global by default."
+    ), out
+    assert out.stdout.endswith("; pass weights_only=False if you trust the file\n")
+    assert out.stdout.count("\n") == 1

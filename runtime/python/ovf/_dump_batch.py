@@ -13,6 +13,7 @@ place is saved as it is then, and named so.
 
 import atexit
 import os
+import pickle
 import socket
 import sys
 import weakref
@@ -181,7 +182,16 @@ def replay_batch(model, path, weights_only=True):
     model(*args, **kwargs) in the training mode it ran in. Returns the output.
     weights_only: torch.load's; False for inputs of other types than tensors and
     containers (only for files you trust)."""
-    saved = torch.load(path, map_location="cpu", weights_only=weights_only)
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=weights_only)
+    except pickle.UnpicklingError as e:
+        # torch's text is a page; its line naming the class is the one that matters
+        lines = [line.strip() for line in str(e).splitlines() if "Unsupported global" in line]
+        raise ValueError(
+            f"ovf: {path} holds inputs torch.load does not load with weights_only=True"
+            + (f" ({lines[0].split('error: ')[-1]})" if lines else "")
+            + "; pass weights_only=False if you trust the file"
+        ) from None
     if not isinstance(saved, dict) or saved.get("format") != FORMAT:
         raise ValueError(f"ovf: {path} is not a batch saved by --dump-batch")
     if saved.get("version") != VERSION:
