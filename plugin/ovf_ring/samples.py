@@ -63,6 +63,17 @@ def entry_text(e):
     return f"batch {e.batch} held dataset indices {listed} ({e.dataset}, {share})"
 
 
+def _holds_batch_rows(r):
+    if r.kind == layout.KIND_OP_OUTPUT:
+        return not r.flags & layout.FLAG_BACKWARD
+    return r.kind in (
+        layout.KIND_INPUT,
+        layout.KIND_OUTPUT,
+        layout.KIND_GRAD,
+        layout.KIND_CHECKPOINT,
+    )
+
+
 def _mixes_rows(ring, r):
     if r.kind == layout.KIND_FRAME:
         cls = ring.text(r.label_id)
@@ -91,6 +102,9 @@ def row_samples(ring, first):
         return None
     rows = list(first.rows[: min(first.row_count, layout.ROWS_KEPT)])
     none = RowSamples(rows, first.row_count, first.row_extent, "", "", [])
+    # only a value computed from the batch has its rows; every row: none singled out
+    if not _holds_batch_rows(first) or first.row_count == first.row_extent:
+        return none
     sized = [e for e in of_batch(ring, first.batch) if e.total == first.row_extent]
     if len(sized) != 1:
         return none
@@ -122,7 +136,7 @@ def rows_text(ring, first):
             f"; {s.mixed_by} mixed the batch's rows before it, so which samples it came from"
             " is not told"
         )
-    elif s.indices and s.count < s.extent:
+    elif s.indices:
         word = "index" if len(s.indices) == 1 else "indices"
         first_n = f", of the first {len(s.indices)}" if len(s.indices) < s.count else ""
         text += f": dataset {word} {', '.join(map(str, s.indices))} ({s.dataset}{first_n})"

@@ -40,6 +40,17 @@ std::string mixer_before(const ovf_record& first) {
   return "";
 }
 
+bool holds_batch_rows(const ovf_record& r) {
+  switch (r.kind) {
+    case OVF_KIND_INPUT:
+    case OVF_KIND_OUTPUT:
+    case OVF_KIND_GRAD:
+    case OVF_KIND_CHECKPOINT: return true;
+    case OVF_KIND_OP_OUTPUT: return !(r.flags & OVF_FLAG_BACKWARD);
+    default: return false;
+  }
+}
+
 template <typename Values>
 std::string joined(const Values& values) {
   std::string out;
@@ -55,6 +66,9 @@ RowSamples row_samples(const ovf_record& first) {
   out.extent = first.row_extent;
   out.count = first.row_count;
   out.rows.assign(first.rows, first.rows + std::min<uint32_t>(first.row_count, OVF_ROWS_KEPT));
+  // Only a value computed from the batch has the batch's rows (a weight's, a
+  // buffer's, a gradient of the backward pass have none); every row: none singled out.
+  if (!holds_batch_rows(first) || out.count == out.extent) return out;
   // The batch's samples, where exactly one loader's batch is as long as the rows.
   const BatchSamples* batch = nullptr;
   const auto samples = samples_of_batch(first.batch);
@@ -88,7 +102,7 @@ std::string describe_row_samples(const ovf_record& first) {
   if (!s.mixed_by.empty()) {
     text += "; " + s.mixed_by +
             " mixed the batch's rows before it, so which samples it came from is not told";
-  } else if (!s.indices.empty() && s.count < s.extent) {
+  } else if (!s.indices.empty()) {
     text += std::string(": dataset ") + (s.indices.size() == 1 ? "index " : "indices ") +
             joined(s.indices) + " (" + escape_text(s.dataset) +
             (s.indices.size() < s.count ? ", of the first " + std::to_string(s.indices.size()) + ")"

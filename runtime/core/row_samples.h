@@ -23,7 +23,10 @@ struct RowSamples {
   std::vector<int64_t> indices;  // the dataset indices of `rows` (those kept), same order
 };
 
-// What `first`'s rows say; extent 0 where they were not measured.
+// What `first`'s rows say; extent 0 where they were not measured. Samples are
+// named only for a value computed from the batch (a module's input or output, a
+// forward op's output, a checkpoint, a module output's gradient), never a
+// weight's or a buffer's rows, and not where every row holds a NaN/Inf.
 RowSamples row_samples(const ovf_record& first);
 
 // "ovf: the first non-finite value (batch 4) is in row 5 of 8 along its first

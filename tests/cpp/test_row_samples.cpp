@@ -79,7 +79,8 @@ TEST(RowScan, NoFirstDimensionOrTooManyRowsIsNotMeasured) {
 // A batch's records as a forward writes them: `modules` frames (class names),
 // then an output line whose rows hold the NaN; returns that line, as written.
 const ovf_record* batch_with_nan_rows(uint64_t batch, const std::vector<const char*>& modules,
-                                      uint32_t extent, std::vector<uint32_t> rows) {
+                                      uint32_t extent, std::vector<uint32_t> rows,
+                                      ovf_record_kind kind = OVF_KIND_OUTPUT) {
   std::vector<ovf_record> records;
   for (const char* cls : modules) {
     ovf_record frame{};
@@ -91,7 +92,7 @@ const ovf_record* batch_with_nan_rows(uint64_t batch, const std::vector<const ch
     ovf::append_records(&frame, 1);
   }
   ovf_record line{};
-  line.kind = OVF_KIND_OUTPUT;
+  line.kind = kind;
   line.frame_seq = OVF_NO_SEQ;
   line.batch = batch;
   line.label_id = ovf::intern("output");
@@ -152,6 +153,20 @@ TEST(RowSamples, EveryRowOrADimensionThatIsNotTheBatchNamesNoSample) {
             "dimension\n");
   ovf_record unmeasured{};
   EXPECT_EQ(ovf::describe_row_samples(unmeasured), "");
+  ovf::clear_batch_samples();
+}
+
+TEST(RowSamples, AWeightsRowsAreNoSamplesEvenWhenAsManyAsTheBatch) {
+  // FSDP2's rank that received the NaN: its first non-finite line is a weight [8, 4].
+  ovf::clear_batch_samples();
+  publish_batch(8, kBatch);
+  const ovf_record* line = batch_with_nan_rows(8, {"Linear"}, 8, {5}, OVF_KIND_WEIGHT);
+  EXPECT_EQ(ovf::describe_row_samples(*line),
+            "ovf: the first non-finite value (batch 8) is in row 5 of 8 along its first "
+            "dimension\n");
+  EXPECT_TRUE(ovf::row_samples(*line).indices.empty());
+  line = batch_with_nan_rows(8, {"Linear"}, 8, {0, 1, 2, 3, 4, 5, 6, 7});
+  EXPECT_TRUE(ovf::row_samples(*line).indices.empty());  // every row: none singled out
   ovf::clear_batch_samples();
 }
 

@@ -1,0 +1,101 @@
+"""Real data parallelism on Gloo CPU ranks: DistributedDataParallel or FSDP2
+(`fully_shard`, DTensor parameters), a shuffled DistributedSampler, and one dataset
+sample (--bad I) whose square overflows float32: only the rank whose shard holds it
+makes the inf; the other receives it through the gradients' all-reduce (DDP) or
+reduce-scatter (FSDP2) and the optimizer's step.
+
+    python3 -m torch.distributed.run --nproc_per_node 2 [-m ovf ...] sharded_loader.py \\
+        --wrap ddp|fsdp2 [--bad I] [--steps N]
+    python3 sharded_loader.py --oracle-rank R [--bad I] [--steps N]
+
+Each rank prints the dataset indices of each batch. --oracle-rank R is the oracle for
+rank R of a 2-rank job, in one process without torch.distributed (the dispatch oracle
+aborts under FSDP2 on torch 2.14): R's shard of the same shuffled sampler, the same
+unwrapped model, under dispatch_oracle.py; it prints the first op whose output is
+non-finite while its inputs were finite, or None where R's own computation makes none.
+"""
+
+import argparse
+import contextlib
+
+import torch
+import torch.distributed as dist
+from dispatch_oracle import FirstNonFinite  # the same directory
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+
+class Squares(Dataset):
+    """64 samples of 4 values; sample `bad` holds 1e30, whose square overflows float32."""
+
+    def __init__(self, bad):
+        self.bad = bad
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        x = torch.full((4,), (i + 1) / 64.0)
+        if i == self.bad:
+            x[0] = 1e30
+        return x, i
+
+
+class Square(torch.nn.Module):
+    def forward(self, x):
+        return x * x
+
+
+def wrapped(model, how):
+    if how == "ddp":
+        return torch.nn.parallel.DistributedDataParallel(model)
+    from torch.distributed.device_mesh import init_device_mesh
+
+    try:
+        from torch.distributed.fsdp import fully_shard
+    except ImportError:  # torch < 2.6
+        from torch.distributed._composable.fsdp import fully_shard
+
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    return fully_shard(model, mesh=mesh)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--wrap", choices=("ddp", "fsdp2"), default="ddp")
+    p.add_argument("--bad", type=int, default=-1)
+    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--oracle-rank", type=int, default=None, metavar="R")
+    args = p.parse_args()
+    oracle = args.oracle_rank is not None
+    if oracle:
+        rank, world = args.oracle_rank, 2
+    else:
+        dist.init_process_group("gloo")
+        rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), Square(), torch.nn.Linear(4, 2))
+    if not oracle:
+        model = wrapped(model, args.wrap)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    dataset = Squares(args.bad)
+    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=1)
+    loader = DataLoader(dataset, batch_size=4, sampler=sampler)
+    watch = FirstNonFinite(__file__) if oracle else contextlib.nullcontext()
+    with watch:
+        for batch, (x, index) in zip(range(args.steps), loader):
+            print(f"rank {rank} batch {batch} indices {index.tolist()}", flush=True)
+            optimizer.zero_grad()
+            model(x).pow(2).mean().backward()
+            optimizer.step()
+    if oracle:
+        print(f"oracle rank {rank}: {watch.verdict()}", flush=True)
+        return
+    dist.destroy_process_group()
+    print(f"rank {rank} done", flush=True)
+
+
+if __name__ == "__main__":
+    main()

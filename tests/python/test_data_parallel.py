@@ -1,0 +1,106 @@
+"""Data parallelism as users run it: DistributedDataParallel and FSDP2 (fully_shard, DTensor
+parameters) on two Gloo CPU ranks started by torch's launcher, fed by a shuffled
+DistributedSampler whose shard on one rank holds the sample that overflows
+(tests/e2e/scripts/sharded_loader.py). The oracle, run for each rank on that rank's shard
+(dispatch_oracle.py, which shares no code with ovf), names the rank and op that make
+the inf from finite values, and none on the other rank; python3 -m ovf.ranks over the
+ranks' event summaries must name the same rank, batch, op or module, the bad sample's row
+and dataset index, and the other rank as a receiver. Healthy runs never stop."""
+
+import json
+import os
+import re
+
+import pytest
+from build_paths import PYTHON
+from ranks_harness import TOP, env, rank_stdout, run, torchrun
+
+SCRIPT = os.path.join(TOP, "tests", "e2e", "scripts", "sharded_loader.py")
+BAD = 37
+
+
+def oracle(rank):
+    out = run([PYTHON, SCRIPT, "--oracle-rank", str(rank), "--bad", str(BAD)], env=env())
+    assert out.returncode == 0, out.stdout
+    return out.stdout.splitlines()[-1].removeprefix(f"oracle rank {rank}: ")
+
+
+def bad_batch(stdout):
+    """(rank, batch, [indices]) of the batch that held the bad sample."""
+    for rank, batch, listed in re.findall(
+        r"^rank (\d) batch (\d+) indices (\[.*\])$", stdout, re.M
+    ):
+        if BAD in json.loads(listed):
+            return int(rank), int(batch), json.loads(listed)
+    raise AssertionError(stdout)
+
+
+@pytest.mark.parametrize("wrap", ["ddp", "fsdp2"])
+@pytest.mark.parametrize("level", ["module", "ops"])
+def test_the_rank_whose_shard_holds_the_bad_sample_is_named_as_the_oracle_names_it(
+    tmp_path, wrap, level
+):
+    verdicts = {rank: oracle(rank) for rank in (0, 1)}
+    events = tmp_path / "events"
+    events.mkdir()
+    ops = ["--ops"] if level == "ops" else []
+    job = run(
+        torchrun(
+            2,
+            tmp_path / "logs",
+            "-m",
+            "ovf",
+            *ops,
+            "--on-nan",
+            "warn",
+            "--event-dir",
+            str(events),
+            SCRIPT,
+            "--wrap",
+            wrap,
+            "--bad",
+            str(BAD),
+        ),
+        env=env(),
+    )
+    assert job.returncode == 0, job.stdout  # warn mode: both ranks trained to the end
+    printed = rank_stdout(tmp_path / "logs", 0) + rank_stdout(tmp_path / "logs", 1)
+    rank, batch, indices = bad_batch(printed)
+    other = 1 - rank
+    # the oracle: the bad rank's own computation makes it, the other rank's never does
+    assert re.fullmatch(rf"aten::mul in 1 at batch {batch}, sharded_loader\.py:\d+", verdicts[rank])
+    assert verdicts[other] == "None"
+    line = verdicts[rank].rsplit(", ", 1)[1]  # sharded_loader.py:45, Square.forward's
+    place = (
+        f"aten::mul in 1 at {line} in forward"
+        if level == "ops"
+        else rf"the output of 1 at sharded_loader\.py:\d+ in main"
+    )
+    verdict = run([PYTHON, "-m", "ovf.ranks", str(events)], env=env())
+    assert verdict.returncode == 0, verdict.stdout
+    lines = verdict.stdout.splitlines()
+    assert re.fullmatch(rf"first producer: rank {rank}, batch {batch}, {place}", lines[0]), lines
+    assert (
+        f"  the first non-finite value (batch {batch}) is in row {indices.index(BAD)} of 4 along"
+        f" its first dimension: dataset index {BAD} (Squares)"
+    ) in lines, lines
+    assert re.fullmatch(
+        rf"rank {other} received it later \(\+\d+\.\d+ s\), as a carrier", lines[-1]
+    )
+
+
+@pytest.mark.parametrize("wrap", ["ddp", "fsdp2"])
+def test_a_healthy_job_never_stops(tmp_path, wrap):
+    events = tmp_path / "events"
+    events.mkdir()
+    job = run(
+        torchrun(
+            2, tmp_path / "logs", "-m", "ovf", "--event-dir", str(events), SCRIPT, "--wrap", wrap
+        ),
+        env=env(),
+    )
+    assert job.returncode == 0, job.stdout
+    for rank in (0, 1):
+        out = rank_stdout(tmp_path / "logs", rank)
+        assert out.endswith(f"rank {rank} done\n") and "ovf" not in out, out
+    assert os.listdir(events) == []
