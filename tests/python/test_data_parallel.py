@@ -87,9 +87,9 @@ def test_the_rank_whose_shard_holds_the_bad_sample_is_named_as_the_oracle_names_
     assert verdicts[other] == "None"
     line = verdicts[rank].rsplit(", ", 1)[1]  # sharded_loader.py:45, Square.forward's
     place = (
-        f"aten::mul in 1 at {line} in forward"
+        re.escape(f"aten::mul in 1 at {line} in forward")
         if level == "ops"
-        else rf"the output of 1 at sharded_loader\.py:\d+ in main"
+        else r"the output of 1 at sharded_loader\.py:\d+ in main"
     )
     verdict = run([PYTHON, "-m", "ovf.ranks", str(events)], env=env())
     assert verdict.returncode == 0, verdict.stdout

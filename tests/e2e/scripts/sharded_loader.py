@@ -85,7 +85,7 @@ def main():
     loader = DataLoader(dataset, batch_size=4, sampler=sampler)
     watch = FirstNonFinite(__file__) if oracle else contextlib.nullcontext()
     with watch:
-        for batch, (x, index) in zip(range(args.steps), loader):
+        for batch, (x, index) in zip(range(args.steps), loader, strict=False):
             print(f"rank {rank} batch {batch} indices {index.tolist()}", flush=True)
             optimizer.zero_grad()
             model(x).pow(2).mean().backward()
