@@ -98,7 +98,7 @@ def _mixer_before(ring, first):
 
 def row_samples(ring, first):
     """What `first`'s rows say (None where they were not measured)."""
-    if first.row_extent == 0:
+    if first.row_extent == 0 or first.row_count == 0:  # not measured (or torn)
         return None
     rows = list(first.rows[: min(first.row_count, layout.ROWS_KEPT)])
     none = RowSamples(rows, first.row_count, first.row_extent, "", "", [])

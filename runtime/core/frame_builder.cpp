@@ -39,7 +39,10 @@ void FrameBuilder::add_tensor(ovf_record_kind kind, uint32_t label_id, const Ten
   }
   const Stats stats = compute_stats_cpu(view, cast_counts_asked());
   add_stats(kind, label_id, stats, view.dtype, device);
-  measure_rows_if_first(view, stats, records_.back());
+  // An input whose only non-finite values are -inf is an additive mask more often
+  // than not (judged deliberate when the frame ends): not read again every batch.
+  const bool mask_like = kind == OVF_KIND_INPUT && stats.nan_count == 0 && stats.pos_inf_count == 0;
+  if (!mask_like) measure_rows_if_first(view, stats, records_.back());
   const ovf_dtype against = headroom_dtype();
   if (against != OVF_DTYPE_UNKNOWN) set_headroom(against, headroom_underflow(view, against));
 }

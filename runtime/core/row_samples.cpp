@@ -62,7 +62,7 @@ std::string joined(const Values& values) {
 
 RowSamples row_samples(const ovf_record& first) {
   RowSamples out;
-  if (first.row_extent == 0) return out;
+  if (first.row_extent == 0 || first.row_count == 0) return out;  // not measured (or torn)
   out.extent = first.row_extent;
   out.count = first.row_count;
   out.rows.assign(first.rows, first.rows + std::min<uint32_t>(first.row_count, OVF_ROWS_KEPT));

@@ -1,12 +1,16 @@
 #include "row_scan.h"
 
+#include "monitor.h"
 #include "stats_cpu.h"
 
 namespace ovf {
 
 bool rows_wanted(const Stats& stats) {
+  // Inside an expected region (a loss scaler's probe) infinities are deliberate:
+  // no first value comes of them, and a step of them would be read twice.
   return stats.has_stats && stats.nonfinite() &&
-         __atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_ACQUIRE) == OVF_NO_SEQ;
+         __atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_ACQUIRE) == OVF_NO_SEQ &&
+         !Monitor::instance().expecting_nonfinite();
 }
 
 Rows find_rows(const TensorView& view) {

@@ -17,7 +17,8 @@ namespace ovf {
 constexpr int64_t kMaxRowsScanned = 1 << 16;
 
 // Whether a line with these statistics is the one whose rows are measured: it
-// holds a NaN/Inf and the session has seen none before it.
+// holds a NaN/Inf, the session has seen none before it, and it is not made in
+// an expected region (monitor.h).
 bool rows_wanted(const Stats& stats);
 
 struct Rows {

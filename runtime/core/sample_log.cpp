@@ -45,7 +45,9 @@ void publish(uint64_t batch, const Pending& p) {
   ovf_samples_log& log = published();
   const uint64_t k = log.entries_written;
   ovf_samples_entry& e = log.entries[k % OVF_SAMPLES_ENTRIES];
-  __atomic_store_n(&e.number, uint64_t{0}, __ATOMIC_RELEASE);
+  // A seqlock's writer: the fence keeps the fields' stores after the zero.
+  __atomic_store_n(&e.number, uint64_t{0}, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
   e.batch = batch;
   e.total = p.total;
   e.dataset_id = intern(p.dataset);

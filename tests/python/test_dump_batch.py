@@ -180,3 +180,21 @@ def test_inputs_torch_load_refuses_by_default_are_named_in_one_line(tmp_path):
     ), out
     assert out.stdout.endswith("; pass weights_only=False if you trust the file\n")
     assert out.stdout.count("\n") == 1
+
+
+INFERENCE = """
+import torch
+model = torch.nn.Linear(3, 3)
+with torch.inference_mode():
+    for step in range(3):
+        model(torch.ones(2, 3))  # inference tensors keep no version counter
+print("evaluated", flush=True)
+"""
+
+
+def test_inputs_made_in_inference_mode_are_held_without_a_word(tmp_path):
+    script = tmp_path / "evaluate.py"
+    script.write_text(INFERENCE)
+    out = run_ovf_child(["-m", "ovf", "--dump-batch", str(tmp_path), str(script)], timeout=180)
+    assert (out.returncode, out.stdout, out.stderr) == (0, "evaluated\n", ""), out
+    assert os.listdir(tmp_path) == ["evaluate.py"]

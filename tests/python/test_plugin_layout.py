@@ -4,6 +4,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 
@@ -12,7 +13,7 @@ import pytest
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "plugin"))
 
-from ovf_ring import layout, snapshot  # noqa: E402
+from ovf_ring import layout, samples, snapshot  # noqa: E402
 
 PROGRAM = r"""
 #include <cstdio>
@@ -130,6 +131,20 @@ int main() {
               OVF_GLOB_SIZE, OVF_MAX_TRACE_BATCHES);
 }"""
 
+# The samples log (layout 7): what samples.py decodes, against the C structs.
+SAMPLES_PROGRAM = """#include <cstddef>
+#include <cstdio>
+#include "ovf/ring.h"
+int main() {
+  std::printf("[%zu, %zu, %zu, %zu, %zu, %zu, %zu, %zu, %zu, %llu, %u, %u, %u]\\n",
+              offsetof(ovf_samples_log, entries_written), offsetof(ovf_samples_log, entries),
+              sizeof(ovf_samples_log), sizeof(ovf_samples_entry),
+              offsetof(ovf_samples_entry, total), offsetof(ovf_samples_entry, dataset_id),
+              offsetof(ovf_samples_entry, count), offsetof(ovf_samples_entry, number),
+              offsetof(ovf_samples_entry, indices), (unsigned long long)OVF_SAMPLES_MAGIC,
+              OVF_SAMPLES_VERSION, OVF_SAMPLES_ENTRIES, OVF_SAMPLES_PER_ENTRY);
+}"""
+
 
 def run_against_ring_h(work, name, program):
     """Compiles `program` (C++ including ovf/ring.h) in `work` and returns what it prints."""
@@ -181,6 +196,26 @@ def test_sizes_and_constants(compiled):
         "glob": layout.GLOB_SIZE,
         "trace": layout.MAX_TRACE_BATCHES,
     }
+
+
+def test_the_samples_log_decoder_agrees_with_ring_h(tmp_path):
+    compiled = json.loads(run_against_ring_h(tmp_path, "samples", SAMPLES_PROGRAM))
+    head = samples._HEADER.format  # "<QIIQ40x": magic, version, size, entries_written
+    entry = samples._ENTRY.format  # "<QQIIQ64q": batch, total, dataset_id, count, number, ...
+    assert (
+        compiled
+        == [
+            struct.calcsize(head[:4]),  # entries_written
+            samples._HEADER.size,  # entries
+            samples.SIZE,
+            samples._ENTRY.size,
+            *(struct.calcsize(entry[:k]) for k in range(2, 7)),  # total ... indices
+            samples.MAGIC,
+            samples.VERSION,
+            samples.ENTRIES,
+            samples.PER_ENTRY,
+        ]
+    )
 
 
 # Every member of every enum of ring.h, read from the header itself, and the

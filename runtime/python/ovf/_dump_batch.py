@@ -42,9 +42,14 @@ class _Held:
         self.args, self.kwargs = args, kwargs
         self.training = module.training
         tensors = _tensors((args, kwargs))
-        self.versions = [(path, t, t._version) for path, t in tensors]
+        self.versions = [(path, t, _version(t)) for path, t in tensors]
         self.rng_cpu = torch.get_rng_state()
         self.rng_cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+
+
+def _version(t):
+    """The tensor's version counter; None for an inference tensor, which keeps none."""
+    return None if t.is_inference() else t._version
 
 
 def _tensors(value, path="input"):
@@ -90,22 +95,44 @@ def attach(module):
 
 def _start(module, args, kwargs):
     global _held
-    if _dir is not None and not _done:
-        _held = _Held(module, args, kwargs)
+    if _dir is None or _done:
+        return
+    # A NaN of the previous step's backward, with no optimizer step since (gradient
+    # accumulation, a loop that skips the step): saved before its inputs are let go.
+    _dump_if_due()
+    if not _done:
+        _guarded(lambda: _Held(module, args, kwargs), "cannot hold the inputs", hold=True)
 
 
 def _end(module, args, kwargs, output):
     _dump_if_due()
 
 
+def _guarded(work, what, hold=False):
+    """Runs `work`; an exception of it ends the dumps with one line instead of
+    reaching the training loop (ovf never breaks the run it watches)."""
+    global _held, _done
+    try:
+        value = work()
+        if hold:
+            _held = value
+    except Exception as e:  # noqa: BLE001 -- a dump's failure is ovf's, never the run's
+        _held, _done = None, True
+        _say(f"ovf: no batch dump: {what}: {type(e).__name__}: {e}")
+
+
 def _dump_if_due():
     """Saves the held step if the session's first NaN/Inf came in it (once)."""
-    global _done
-    first = _ovf.first_nonfinite() if _dir is not None and not _done else None
+    if _dir is not None and not _done:
+        _guarded(_dump, "cannot save the step")
+
+
+def _dump():
+    global _done, _held
+    first = _ovf.first_nonfinite()
     if first is None:
         return
-    _done = True
-    held = _held
+    held, _held, _done = _held, None, True  # one answer a session; the inputs let go after
     module = held.module() if held is not None else None
     if module is None or held.batch != first[1]:
         _say(
@@ -113,8 +140,18 @@ def _dump_if_due():
             " does not hold (it holds the inputs of the model's latest forward)"
         )
         return
+    if type(module).__name__ == "FullyShardedDataParallel":
+        # FSDP (1) gathers a state dict with collectives the other ranks would not join.
+        _say(
+            "ovf: no batch dump: FullyShardedDataParallel gathers its parameters with"
+            " collectives the other ranks would not join here; FSDP2 (fully_shard) and DDP"
+            " are saved"
+        )
+        return
     path = os.path.join(_dir, _file_name())
-    changed = [p for p, t, version in held.versions if t._version != version]
+    changed = [
+        p for p, t, version in held.versions if version is not None and t._version != version
+    ]
     payload = {
         "format": FORMAT,
         "version": VERSION,
@@ -162,14 +199,30 @@ def _write_new(path, payload):
     try:
         with f:
             torch.save(payload, f)
-        os.link(partial, path)
+        _publish(partial, path)
     except FileExistsError:
         return f"{path} exists already; not replaced"
     except Exception as e:  # noqa: BLE001 -- unpicklable inputs too: a line, never a crash
         return f"cannot write {path}: {e}"
     finally:
-        os.unlink(partial)
+        try:
+            os.unlink(partial)
+        except OSError:
+            pass  # renamed into place, or its directory is gone
     return ""
+
+
+def _publish(partial, path):
+    """`partial` under the name `path`, never replacing a file: a hard link, or where
+    the file system has none (some network and FUSE mounts) a rename after a check."""
+    try:
+        os.link(partial, path)
+    except FileExistsError:
+        raise
+    except OSError:
+        if os.path.lexists(path):
+            raise FileExistsError(path) from None
+        os.rename(partial, path)
 
 
 def _say(line):
