@@ -96,8 +96,9 @@ def _mixer_before(ring, first):
     return ""
 
 
-def row_samples(ring, first):
-    """What `first`'s rows say (None where they were not measured)."""
+def row_samples(ring, first, held):
+    """What `first`'s rows say (None where they were not measured); `held`: the
+    samples log's entries of its batch (of_batch)."""
     if first.row_extent == 0 or first.row_count == 0:  # not measured (or torn)
         return None
     rows = list(first.rows[: min(first.row_count, layout.ROWS_KEPT)])
@@ -105,7 +106,7 @@ def row_samples(ring, first):
     # only a value computed from the batch has its rows; every row: none singled out
     if not _holds_batch_rows(first) or first.row_count == first.row_extent:
         return none
-    sized = [e for e in of_batch(ring, first.batch) if e.total == first.row_extent]
+    sized = [e for e in held if e.total == first.row_extent]
     if len(sized) != 1:
         return none
     mixed_by = _mixer_before(ring, first)
@@ -116,10 +117,11 @@ def row_samples(ring, first):
     return none._replace(dataset=batch.dataset, indices=indices)
 
 
-def rows_text(ring, first):
+def rows_text(ring, first, held):
     """ "the first non-finite value (batch 4) is in row 5 of 8 along its first
-    dimension: dataset index 37 (Squares)", or "" where the rows were not measured."""
-    s = row_samples(ring, first)
+    dimension: dataset index 37 (Squares)", or "" where the rows were not measured;
+    `held` as row_samples takes it."""
+    s = row_samples(ring, first, held)
     if s is None:
         return ""
     text = f"the first non-finite value (batch {first.batch})"
@@ -146,9 +148,8 @@ def rows_text(ring, first):
 def listing(ring, batch=None):
     """`ovf samples`: the kept batches' dataset indices (or one batch's), and what
     the first non-finite value's rows say."""
-    found = entries(ring)
-    if batch is not None:
-        found = [e for e in found if e.batch == batch]
+    kept = entries(ring)
+    found = kept if batch is None else [e for e in kept if e.batch == batch]
     if not found:
         where = f" for batch {batch}" if batch is not None else ""
         return (
@@ -159,7 +160,7 @@ def listing(ring, batch=None):
     out = [entry_text(e) for e in found]
     first = ring.record(ring.header.first_nonfinite_seq)
     if ring.header.first_nonfinite_seq != layout.NO_SEQ and not isinstance(first, BadSlot):
-        rows = rows_text(ring, first)
+        rows = rows_text(ring, first, [e for e in kept if e.batch == first.batch])
         if rows:
             out.append(rows)
     return "\n".join(out) + "\n"
@@ -180,18 +181,18 @@ def first_lines(ring, first, rows_always=False):
     if first is None:
         return []
     try:
-        held = [entry_text(e) for e in of_batch(ring, first.batch)]
-        rows = rows_text(ring, first) if held or rows_always else ""
+        held = of_batch(ring, first.batch)
+        rows = rows_text(ring, first, held) if held or rows_always else ""
     except OvfError as e:
         return [str(e)]
-    return ([rows] if rows else []) + held
+    return ([rows] if rows else []) + [entry_text(e) for e in held]
 
 
 def first_json(ring, first):
     """The rows of `first` and its batch's samples as JSON values ({} where none)."""
     try:
-        s = row_samples(ring, first)
         held = of_batch(ring, first.batch)
+        s = row_samples(ring, first, held)
     except OvfError as e:
         return {"samples_error": str(e)}
     rows = (

@@ -166,7 +166,7 @@ std::string event_summary_json(const ovf_record& first, uint32_t events, const s
   const RowSamples rows = row_samples(first);
   if (rows.extent == 0) return out + ", \"rows\": null}\n";
   // The report's words, without its "ovf: " and newline: what ovf.ranks prints.
-  const std::string said = describe_row_samples(first);
+  const std::string said = describe_row_samples(rows, first.batch);
   out += ", \"rows\": {\"text\": " + json_string(said.substr(5, said.size() - 6)) +
          ", \"extent\": " + std::to_string(rows.extent) +
          ", \"count\": " + std::to_string(rows.count) + ", \"first\": [";

@@ -87,10 +87,13 @@ RowSamples row_samples(const ovf_record& first) {
 }
 
 std::string describe_row_samples(const ovf_record& first) {
-  const RowSamples s = row_samples(first);
+  return describe_row_samples(row_samples(first), first.batch);
+}
+
+std::string describe_row_samples(const RowSamples& s, uint64_t batch) {
   if (s.extent == 0) return "";
   const std::string extent = std::to_string(s.extent);
-  std::string text = "ovf: the first non-finite value (batch " + std::to_string(first.batch) + ")";
+  std::string text = "ovf: the first non-finite value (batch " + std::to_string(batch) + ")";
   if (s.count == s.extent && s.extent > 1) {
     text += " is in all " + extent + " rows along its first dimension";
   } else {

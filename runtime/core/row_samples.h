@@ -33,6 +33,9 @@ RowSamples row_samples(const ovf_record& first);
 // dimension: dataset index 37 (Squares)\n", or "" where the rows were not measured.
 std::string describe_row_samples(const ovf_record& first);
 
+// The same words for rows already read (`batch`: the record's).
+std::string describe_row_samples(const RowSamples& rows, uint64_t batch);
+
 }  // namespace ovf
 
 #endif  // OVF_ROW_SAMPLES_H

@@ -304,7 +304,7 @@ void end_op(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent,
     all_known = all_known && line.stats.batch == nullptr;
     known_nonfinite = known_nonfinite || (!line.zeros && line.stats.known.nonfinite());
     // Deliberate values (masks) are not the rows a NaN came from.
-    if (!line.zeros && line.stats.batch == nullptr && out.device().is_cpu() && !op.constant &&
+    if (!line.zeros && line.stats.batch == nullptr && !uses_device_engine(out) && !op.constant &&
         !op.deliberate_nan && rows_wanted(line.stats.known))
       line.rows = find_rows(view);
     line.only_constants_noted = note_output_at_end(op, out);
