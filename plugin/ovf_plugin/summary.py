@@ -1,10 +1,8 @@
 """The one-screen text printed when the debugger stops at an event."""
 
-import os
-
-from ovf_ring import cast, compiled, device, early, layout, samples, scaler, snapshot
-from ovf_ring.errors import OvfError
+from ovf_ring import cast, compiled, device, early, layout, samples, scaler
 from ovf_ring.event import bit_name
+from ovf_ring.first_value import carried_from, op_line
 from ovf_ring.frames import previous_frame, walk_back
 from ovf_ring.identity import rank_text
 from ovf_ring.report import COLUMN_HEADER, PREFIX, format_8_2e, format_record, reference_min_max
@@ -138,20 +136,7 @@ def _culprit(ring, event, bit, line):
 def _program_line(ring, event):
     """ "model.py:66 in forward": the program's line that ran the event's op (a
     backward op's forward line), or "" where there is none to tell."""
-    if event.op is None:
-        return ""
-    if event.op.location_id != layout.NO_ID:
-        return ring.text(event.op.location_id)
-    try:
-        snap = snapshot.read(ring)
-    except OvfError:
-        return ""
-    if snap.event_seq != event.seq:
-        return ""
-    for frame in snap.frames:
-        if frame.user:
-            return f"{os.path.basename(frame.file)}:{frame.line} in {frame.function}"
-    return ""
+    return op_line(ring, event.op) if event.op is not None else ""
 
 
 def _carried_from(ring, event):
@@ -166,16 +151,7 @@ def _carried_from(ring, event):
         or event.seq != ring.header.first_nonfinite_seq
     ):
         return ""
-    if op.aux_id == layout.NO_ID:
-        return (
-            "carried in from a value no op ovf watched made (made before ovf started, or outside"
-            " the ops it sees)"
-        )
-    return (
-        f"carried in by the gradient of {ring.text(op.aux_id)}: it was made in the backward"
-        " pass, which ovf did not watch (--backward names the op that made it and its forward"
-        " line)"
-    )
+    return "carried in" + carried_from(ring, op.aux_id)
 
 
 def _frame_block(ring, frame, note):

@@ -15,63 +15,16 @@ import bisect
 import os
 import stat
 
+from .elf import ELFFile, parse_errors, runtime_symbol
 from .errors import OvfError
 from .target import Target, TargetMemoryError
 
-
-def _import_pyelftools():
-    """(ELFFile, ELFError), or (None, None) where the Python lacks pyelftools.
-    pyelftools imports pdb, which imports rlcompleter, which calls
-    readline.set_completer; LLDB's embedded Python names its own line editor
-    readline (lldb_editline, without set_completer: LLDB 19 on Python 3.13), so
-    the import fails there unless rlcompleter meets a readline that has one."""
-    import sys
-    import types
-
-    editor = sys.modules.get("readline")
-    stand_in = editor is not None and not hasattr(editor, "set_completer")
-    if stand_in:
-        sys.modules["readline"] = types.SimpleNamespace(set_completer=lambda *_: None)
-    try:
-        from elftools.common.exceptions import ELFError
-        from elftools.elf.elffile import ELFFile
-
-        return ELFFile, ELFError
-    except (ImportError, AttributeError):  # only this target needs it
-        return None, None
-    finally:
-        if stand_in:
-            sys.modules["readline"] = editor
-
-
-ELFFile, ELFError = _import_pyelftools()
-
-RUNTIME_LIBRARY = "libovf_runtime"
 _ELF_TYPES = {
     "ET_EXEC": "an executable",
     "ET_DYN": "a shared library or a PIE executable",
     "ET_REL": "an object file",
 }
 PF_W = 2
-# pyelftools reports a short or malformed file by any of these, not only ELFError.
-_PARSE_ERRORS = (
-    ValueError,
-    KeyError,
-    IndexError,
-    EOFError,
-    OSError,
-    AssertionError,
-    TypeError,
-    AttributeError,
-    UnicodeDecodeError,
-    ArithmeticError,
-)
-
-
-def _parse_errors():
-    from elftools.construct import ConstructError  # pyelftools' vendored construct
-
-    return (ELFError, ConstructError, *_PARSE_ERRORS)
 
 
 class CoreTarget(Target):
@@ -96,7 +49,7 @@ class CoreTarget(Target):
         except OvfError:
             self.close()
             raise
-        except _parse_errors() as e:
+        except parse_errors() as e:
             self.close()
             raise OvfError(
                 f"ovf: {path} is not a readable core file (truncated or corrupt: {e})"
@@ -185,7 +138,7 @@ class CoreTarget(Target):
 
     def find_data_symbol(self, name):
         if name not in self._symbols:
-            self._symbols[name] = self._lookup(name)
+            self._symbols[name] = runtime_symbol(self.mappings, name)
         return self._symbols[name]
 
     def memory_regions(self):
@@ -202,37 +155,6 @@ class CoreTarget(Target):
         for _, _, _, path in self.mappings:
             if name_part in os.path.basename(path) and not os.path.isfile(path):
                 return path
-        return None
-
-    # ------------------------------------------------------------ the symbol
-
-    def _lookup(self, name):
-        """`name`'s address: the runtime library's load address from NT_FILE
-        plus the symbol's value in the library's .dynsym, or None."""
-        entries = [m for m in self.mappings if os.path.basename(m[3]).startswith(RUNTIME_LIBRARY)]
-        if not entries:
-            return None
-        path = entries[0][3]
-        if not os.path.isfile(
-            path
-        ):  # gone, or a FIFO / device standing in its place: the scan takes over
-            return None
-        try:
-            with open(path, "rb") as f:
-                library = ELFFile(f)
-                dynsym = library.get_section_by_name(".dynsym")
-                symbols = dynsym.get_symbol_by_name(name) if dynsym is not None else None
-                if not symbols:
-                    return None
-                loads = [s.header for s in library.iter_segments() if s.header.p_type == "PT_LOAD"]
-                value = symbols[0]["st_value"]
-        except _parse_errors():
-            return None  # gone, unreadable or not an ELF any more: the scan takes over
-        # The mapping of the lowest file offset sits at base + the vaddr of that offset.
-        start, _, offset, _ = min((m for m in entries if m[3] == path), key=lambda m: m[2])
-        for h in loads:
-            if h.p_offset <= offset < h.p_offset + max(h.p_filesz, 1):
-                return start - (h.p_vaddr + offset - h.p_offset) + value
         return None
 
 

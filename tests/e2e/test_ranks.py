@@ -3,7 +3,6 @@ non-finite: only rank 1 reports; in wait mode only rank 1 waits, prints its atta
 command, and that very command attaches gdb to it; gcore files of both ranks are
 listed and ordered by python3 -m ovf.postmortem."""
 
-import os
 import re
 import shlex
 import shutil
@@ -19,9 +18,11 @@ from ranks_harness import (
     TIMEOUT,
     env,
     kill_group,
+    rank_pids,
     rank_stdout,
     run,
     torchrun,
+    wait_for_rank,
 )
 
 requires_gdb = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
@@ -44,36 +45,6 @@ def test_only_the_rank_that_goes_non_finite_reports(tmp_path):
     assert "Detected inf/nan" not in rank_stdout(tmp_path / "logs", 0)
 
 
-def _children(pid):
-    """{RANK: pid} of the launcher's worker processes."""
-    found = {}
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                environ = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == pid and b"RANK" in environ:
-            found[int(environ[b"RANK"])] = int(entry)
-    return found
-
-
-def _wait_for(log_dir, rank, text, proc, timeout=TIMEOUT):
-    """What `rank` printed, once it has printed `text`."""
-    deadline = time.time() + timeout
-    while True:
-        try:
-            printed = rank_stdout(log_dir, rank)
-        except AssertionError:  # its log is not there yet
-            printed = ""
-        if text in printed:
-            return printed
-        assert proc.poll() is None and time.time() < deadline, printed
-        time.sleep(0.2)
-
-
 @requires_gdb
 def test_wait_mode_stops_only_that_rank_and_its_attach_command_works(tmp_path):
     logs = tmp_path / "logs"
@@ -85,8 +56,8 @@ def test_wait_mode_stops_only_that_rank_and_its_attach_command_works(tmp_path):
         start_new_session=True,
     )
     try:
-        waiting = _wait_for(logs, 1, "is waiting for a debugger", launcher)
-        ranks = _children(launcher.pid)
+        waiting = wait_for_rank(logs, 1, "is waiting for a debugger", launcher)
+        ranks = rank_pids(launcher.pid)
         commands = re.findall(
             rf"^    ({re.escape(GDB_LAUNCHER)} -p (\d+) -ex 'ovf frames')$", waiting, re.M
         )
@@ -98,7 +69,7 @@ def test_wait_mode_stops_only_that_rank_and_its_attach_command_works(tmp_path):
         )
         command = commands[0][0]
         # Rank 0 does not wait for a debugger: it waits in the all_reduce of batch 2, for rank 1.
-        rank0 = _wait_for(logs, 0, "rank 0 step 1 loss", launcher)
+        rank0 = wait_for_rank(logs, 0, "rank 0 step 1 loss", launcher)
         time.sleep(1)
         assert "waiting for a debugger" not in rank0 and "rank 0 step 2 " not in rank_stdout(
             logs, 0

@@ -14,6 +14,7 @@ import resource
 import signal
 import socket
 import subprocess
+import time
 
 from build_paths import PACKAGE_PARENT, PYTHON
 
@@ -123,3 +124,33 @@ def kernel_cores_here():
     if resource.getrlimit(resource.RLIMIT_CORE)[1] == 0:
         return "the hard core size limit is 0"
     return None
+
+
+def rank_pids(pid):
+    """{RANK: pid} of the launcher's worker processes."""
+    found = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                environ = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid and b"RANK" in environ:
+            found[int(environ[b"RANK"])] = int(entry)
+    return found
+
+
+def wait_for_rank(log_dir, rank, text, proc, timeout=TIMEOUT):
+    """What `rank` printed, once it has printed `text`."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            printed = rank_stdout(log_dir, rank)
+        except AssertionError:  # its log is not there yet
+            printed = ""
+        if text in printed:
+            return printed
+        assert proc.poll() is None and time.time() < deadline, printed
+        time.sleep(0.2)

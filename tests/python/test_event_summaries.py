@@ -137,7 +137,13 @@ def test_a_directory_without_summaries_is_one_line(tmp_path):
         "python3 -m ovf --event-dir DIR, or OVF_EVENT_DIR=DIR\n"
     )
     out = ranks_verdict(tmp_path / "nowhere")
-    assert (out.returncode, out.stderr) == (2, f"ovf: '{tmp_path}/nowhere' is not a directory\n")
+    assert (out.returncode, out.stderr) == (
+        2,
+        (
+            f"ovf: '{tmp_path}/nowhere' is not there: give a directory of event summaries or a"
+            " core file\n"
+        ),
+    )
 
 
 def test_an_event_dir_that_is_not_there_is_refused_before_the_run(tmp_path):

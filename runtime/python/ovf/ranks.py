@@ -1,19 +1,24 @@
-"""python3 -m ovf.ranks DIR [--json]
+"""python3 -m ovf.ranks DIR | CORE... | --pid PID,... | --live [--json]
 
-The verdict of a whole job from the event summaries its processes left in DIR
-(`--event-dir DIR`, OVF_EVENT_DIR, ovf.enable(event_dir=...)): which rank made a
-non-finite value first, and which ranks went non-finite after it. A job of
-thousands of ranks is judged from these few hundred bytes a rank, without
-reading any ring; the verdict names the rank whose ring or core to open.
+The verdict of a whole job: which rank made a non-finite value first, and which
+ranks went non-finite after it. From the event summaries its processes left in
+DIR (`--event-dir DIR`, OVF_EVENT_DIR, ovf.enable(event_dir=...)), or from the
+rings themselves: the ranks' core files, the live processes given by --pid, or
+every process on this host with ovf's runtime (--live; a job stopped in a
+debugger, waiting, or still training). A job of thousands of ranks is judged
+from the summaries' few hundred bytes a rank, without reading any ring; the
+verdict names the rank whose ring or core to open.
 
 Each summary holds the rank, batch, CLOCK_REALTIME of the first non-finite
 value, the op, module and line, and whether that process made the value from
 finite ones (a producer) or received it (a carrier: a parameter or gradient
 already non-finite -- what an all-reduce or an optimizer step delivers -- or an
 input). Ranks are ordered by that time: across hosts the order is as good as
-their clocks agree. Files are found in DIR and its subdirectories. Exit status:
-0, or 2 when DIR holds no summary or a file could not be read (one line each on
-stderr; the verdict of the others is still given). It does not import torch.
+their clocks agree. Summaries are found in DIR and its subdirectories. A ring
+is read as the summary its process would write. Exit status: 0, or 2 when no
+summary or ring holds a non-finite value and none was read clean, or a file or
+process could not be read (one line each on stderr; the verdict of the others is
+still given). It does not import torch.
 """
 
 import argparse
@@ -71,9 +76,34 @@ def _parser():
         description=__doc__.split("\n\n")[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("directory", metavar="DIR", help="where the ranks left their event summaries")
+    p.add_argument(
+        "sources",
+        nargs="*",
+        metavar="DIR|CORE",
+        help="where the ranks left their event summaries, or the ranks' core files",
+    )
+    p.add_argument(
+        "--pid",
+        type=_pids,
+        action="extend",
+        default=[],
+        metavar="PID,...",
+        help="read the rings of these live processes of this host (/proc/PID/mem)",
+    )
+    p.add_argument(
+        "--live",
+        action="store_true",
+        help="read every process of this host that has ovf's runtime loaded",
+    )
     p.add_argument("--json", action="store_true", help="one JSON document instead of text")
     return p
+
+
+def _pids(text):
+    parts = text.split(",")
+    if not all(part.isdigit() and int(part) > 0 for part in parts):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of process ids (1234,1235)")
+    return [int(part) for part in parts]
 
 
 def read_summaries(directory):
@@ -127,8 +157,10 @@ def _after(t0, summaries):
     return f"{lo / 1e9:+.3f} s" + ("" if hi == lo else f" to {hi / 1e9:+.3f} s")
 
 
-def verdict(summaries):
-    """The verdict as a dict (the --json document; its "lines" the text)."""
+def verdict(summaries, clean=(), clean_lines=()):
+    """The verdict as a dict (the --json document; its "lines" the text); `clean`:
+    the ranks whose rings were read and hold no non-finite value, `clean_lines`
+    the words for them."""
     ordered = sorted(summaries, key=lambda s: (s.time_ns, s.rank))
     producers = [s for s in ordered if s.role == "producer"]
     first = producers[0] if producers else ordered[0]
@@ -176,11 +208,15 @@ def verdict(summaries):
             f"{s.who()} also made one of its own after ({_after(first.time_ns, [s])}): batch "
             f"{s.batch}, {s.place()}"
         )
-    missing = sorted(set(range(world)) - seen) if world > 1 else []
+    lines += clean_lines
+    missing = sorted(set(range(world)) - seen - set(clean)) if world > 1 else []
     if missing:
         lines.append(
             f"no summary from {len(missing)} of {world} ranks: {ranges(missing)} (no event "
             "there, or it died before its first)"
+            if not clean_lines
+            else f"nothing read from {len(missing)} of {world} ranks: {ranges(missing)} (not "
+            "given, on another host, or no event there)"
         )
     ranks = [s.rank for s in ordered if s.rank >= 0]
     if len(set(ranks)) != len(ranks):
@@ -196,22 +232,76 @@ def verdict(summaries):
     }
 
 
+def _live_job(given):
+    """(pids, errors): the processes of the one torch.distributed job on this host
+    that have ovf's runtime (beside the `given` ones); an error where there is none,
+    or several jobs to choose from."""
+    from ovf_ring.proc_target import runtime_processes
+
+    jobs = {}
+    for pid, job in runtime_processes().items():
+        if job and pid not in given:
+            jobs.setdefault(job, []).append(pid)
+    if len(jobs) > 1:
+        listed = "; ".join(f"{job}: {','.join(map(str, pids))}" for job, pids in jobs.items())
+        return [], [
+            f"ovf: {len(jobs)} torch.distributed jobs on this host have ovf's runtime: name one "
+            f"job's processes with --pid ({listed})"
+        ]
+    if not jobs and not given:
+        return [], [
+            "ovf: no torch.distributed process of this host that this user may read has ovf's "
+            "runtime loaded"
+        ]
+    return next(iter(jobs.values()), []), []
+
+
+def _gather(args):
+    """(summaries, clean ranks, lines for them, errors) of every source given."""
+    summaries, errors = [], []
+    directories = [p for p in args.sources if os.path.isdir(p)]
+    for directory in directories:
+        found, failed = read_summaries(directory)
+        summaries += found
+        errors += failed
+        if not found and not failed:
+            errors.append(
+                f"ovf: no event summaries (ovf-event-*.json) in {directory}: run the job with "
+                "python3 -m ovf --event-dir DIR, or OVF_EVENT_DIR=DIR"
+            )
+    cores = [p for p in args.sources if p not in directories and os.path.exists(p)]
+    errors += [
+        f"ovf: {p!r} is not there: give a directory of event summaries or a core file"
+        for p in args.sources
+        if not os.path.exists(p)
+    ]
+    pids = list(dict.fromkeys(args.pid))
+    if args.live:
+        found, failed = _live_job(pids)
+        pids += found
+        errors += failed
+    if not cores and not pids:
+        return summaries, [], [], errors
+    from ovf_ring import rank_rings
+
+    found, clean, failed = rank_rings.read(cores, pids)
+    summaries += [Summary(source, data) for source, data in found]
+    return summaries, [h.rank for _, h in clean], rank_rings.clean_text(clean), errors + failed
+
+
 def main(argv=None):
-    args = _parser().parse_args(argv)
-    if not os.path.isdir(args.directory):
-        print(f"ovf: {args.directory!r} is not a directory", file=sys.stderr)
-        return 2
-    summaries, errors = read_summaries(args.directory)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not (args.sources or args.pid or args.live):
+        parser.error("give DIR (the event summaries), the ranks' CORE files, --pid or --live")
+    summaries, clean, clean_lines, errors = _gather(args)
     for e in errors:
         print(e, file=sys.stderr)
     if not summaries:
-        print(
-            f"ovf: no event summaries (ovf-event-*.json) in {args.directory}: run the job with "
-            "python3 -m ovf --event-dir DIR, or OVF_EVENT_DIR=DIR",
-            file=sys.stderr,
-        )
-        return 2
-    result = verdict(summaries)
+        if clean_lines:
+            print("\n".join(["no rank read holds a non-finite value", *clean_lines]))
+        return 2 if errors or not clean_lines else 0
+    result = verdict(summaries, clean, clean_lines)
     if args.json:
         json.dump(result, sys.stdout, indent=1)
         print()

@@ -5,10 +5,12 @@ makes the inf; the other receives it through the gradients' all-reduce (DDP) or
 reduce-scatter (FSDP2) and the optimizer's step.
 
     python3 -m torch.distributed.run --nproc_per_node 2 [-m ovf ...] sharded_loader.py \\
-        --wrap ddp|fsdp2 [--bad I] [--steps N]
+        --wrap ddp|fsdp2 [--bad I] [--steps N] [--hold FILE]
     python3 sharded_loader.py --oracle-rank R [--bad I] [--steps N]
 
-Each rank prints the dataset indices of each batch. --oracle-rank R is the oracle for
+Each rank prints the dataset indices of each batch. --hold FILE: after training,
+each rank prints "rank R holds pid P" and waits (at most 120 s) until FILE exists,
+so that its ring can be read live. --oracle-rank R is the oracle for
 rank R of a 2-rank job, in one process without torch.distributed (the dispatch oracle
 aborts under FSDP2 on torch 2.14): R's shard of the same shuffled sampler, the same
 unwrapped model, under dispatch_oracle.py; it prints the first op whose output is
@@ -17,6 +19,8 @@ non-finite while its inputs were finite, or None where R's own computation makes
 
 import argparse
 import contextlib
+import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -68,6 +72,7 @@ def main():
     p.add_argument("--bad", type=int, default=-1)
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--oracle-rank", type=int, default=None, metavar="R")
+    p.add_argument("--hold", default=None, metavar="FILE")
     args = p.parse_args()
     oracle = args.oracle_rank is not None
     if oracle:
@@ -93,6 +98,11 @@ def main():
     if oracle:
         print(f"oracle rank {rank}: {watch.verdict()}", flush=True)
         return
+    if args.hold:
+        print(f"rank {rank} holds pid {os.getpid()}", flush=True)
+        deadline = time.monotonic() + 120
+        while not os.path.exists(args.hold) and time.monotonic() < deadline:
+            time.sleep(0.05)
     dist.destroy_process_group()
     print(f"rank {rank} done", flush=True)
 
