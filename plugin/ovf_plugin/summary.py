@@ -149,6 +149,7 @@ def _carried_from(ring, event):
         or op.flags & layout.FLAG_BACKWARD
         or not op.flags & layout.FLAG_CARRIER
         or event.seq != ring.header.first_nonfinite_seq
+        or op.diagnosis_id != layout.NO_ID  # its why names the collective it came through
     ):
         return ""
     return "carried in" + carried_from(ring, op.aux_id)

@@ -100,15 +100,26 @@ def what(ring, r, subject="the first non-finite value"):
             f" the backward pass {batch}"
         )
     if r.kind == layout.KIND_OP_OUTPUT:
+        carrier = r.flags & layout.FLAG_CARRIER
         if r.flags & layout.FLAG_BACKWARD:
-            return (
-                f"{subject} was produced in the backward pass by {text(r.name_id)}, the gradient"
-                f" of {text(r.aux_id)} in {module(r.context_id)}{at(r.location_id)} {batch}"
+            gradient_of = (
+                ""
+                if carrier and r.aux_id == layout.NO_ID
+                else f", the gradient of {text(r.aux_id)} in {module(r.context_id)}"
+                f"{at(r.location_id)}"
             )
+            how = (
+                f"carried into {text(r.name_id)} in the backward pass"
+                if carrier
+                else f"produced in the backward pass by {text(r.name_id)}"
+            )
+            return f"{subject} was {how}{gradient_of} {batch}"
         line = op_line(ring, r)
         where = f"{text(r.name_id)} in {module(r.context_id)}{' at ' + line if line else ''}"
-        if r.flags & layout.FLAG_CARRIER:
-            return f"{subject} was carried into {where} {batch}{carried_from(ring, r.aux_id)}"
+        if carrier:
+            # its why says where the value came from (a collective), where ovf knows
+            came = "" if r.diagnosis_id != layout.NO_ID else carried_from(ring, r.aux_id)
+            return f"{subject} was carried into {where} {batch}{came}"
         return f"{subject} was produced by {where} {batch}"
     if r.kind == layout.KIND_BUFFER:
         return (

@@ -258,15 +258,23 @@ std::string describe_nonfinite(const ovf_record* first, const std::string& what)
            batch + ")\n";
   }
   if (first->kind == OVF_KIND_OP_OUTPUT) {
+    // A carrier's why says where its value came from (a collective), if ovf knows.
+    const bool received = first->diagnosis_id != OVF_NO_ID;
+    const std::string gradient_of = first->aux_id == OVF_NO_ID && (first->flags & OVF_FLAG_CARRIER)
+                                        ? ""
+                                        : ", the gradient of " + text(first->aux_id) + " in " +
+                                              module(first->context_id) + at(first->location_id);
     std::string line =
         (first->flags & OVF_FLAG_BACKWARD)
-            ? "ovf: " + what + " was produced in the backward pass by " + text(first->name_id) +
-                  ", the gradient of " + text(first->aux_id) + " in " + module(first->context_id) +
-                  at(first->location_id) + " (batch " + batch + ")\n"
+            ? "ovf: " + what +
+                  ((first->flags & OVF_FLAG_CARRIER)
+                       ? " was carried into " + text(first->name_id) + " in the backward pass"
+                       : " was produced in the backward pass by " + text(first->name_id)) +
+                  gradient_of + " (batch " + batch + ")\n"
         : (first->flags & OVF_FLAG_CARRIER)
             ? "ovf: " + what + " was carried into " + text(first->name_id) + " in " +
                   module(first->context_id) + user_line(*first) + " (batch " + batch + ")" +
-                  carried_from(first->aux_id) + "\n"
+                  (received ? "" : carried_from(first->aux_id)) + "\n"
             : "ovf: " + what + " was produced by " + text(first->name_id) + " in " +
                   module(first->context_id) + user_line(*first) + " (batch " + batch + ")\n";
     if (first->diagnosis_id != OVF_NO_ID) line += "ovf: why: " + text(first->diagnosis_id) + "\n";

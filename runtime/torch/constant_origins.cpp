@@ -4,6 +4,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "ovf/ring.h"
+
 namespace ovf {
 namespace {
 
@@ -13,7 +15,13 @@ constexpr size_t kMaxOrigins = 4096;
 
 struct Noted {
   c10::weak_intrusive_ptr<c10::StorageImpl> storage;
-  Origin origin;
+  Origin origin = Origin::kNone;
+  uint32_t collective_id = OVF_NO_ID;  // kReceived: the collective that wrote it
+};
+
+struct Found {
+  Origin origin = Origin::kNone;
+  uint32_t collective_id = OVF_NO_ID;
 };
 
 struct Origins {
@@ -27,13 +35,7 @@ Origins& origins() {
   return *o;
 }
 
-}  // namespace
-
-void note_origin(const at::Tensor& t, Origin origin) {
-  if (t.defined() && t.has_storage()) note_origin(t.storage(), origin);
-}
-
-void note_origin(const c10::Storage& storage, Origin origin) {
+void note(const c10::Storage& storage, Origin origin, uint32_t collective_id) {
   Origins& o = origins();
   if (origin == Origin::kNone && o.count.load(std::memory_order_relaxed) == 0) return;
   std::lock_guard<std::mutex> lock(o.mutex);
@@ -47,22 +49,38 @@ void note_origin(const c10::Storage& storage, Origin origin) {
       if (o.by_storage.size() >= kMaxOrigins) o.by_storage.clear();
     }
     o.by_storage.insert_or_assign(storage.unsafeGetStorageImpl(),
-                                  Noted{storage.getWeakStorageImpl(), origin});
+                                  Noted{storage.getWeakStorageImpl(), origin, collective_id});
   }
   o.count.store(o.by_storage.size(), std::memory_order_relaxed);
 }
 
-Origin origin_of(const at::Tensor& t) {
-  if (!t.defined() || !t.has_storage()) return Origin::kNone;
+Found noted_for(const at::Tensor& t) {
+  if (!t.defined() || !t.has_storage()) return {};
   Origins& o = origins();
-  if (o.count.load(std::memory_order_relaxed) == 0) return Origin::kNone;
+  if (o.count.load(std::memory_order_relaxed) == 0) return {};
   std::lock_guard<std::mutex> lock(o.mutex);
   auto it = o.by_storage.find(t.storage().unsafeGetStorageImpl());
-  if (it == o.by_storage.end()) return Origin::kNone;
+  if (it == o.by_storage.end()) return {};
   auto alive = it->second.storage.lock();
-  if (!alive || alive.get() != t.storage().unsafeGetStorageImpl()) return Origin::kNone;
-  return it->second.origin;
+  if (!alive || alive.get() != t.storage().unsafeGetStorageImpl()) return {};
+  return {it->second.origin, it->second.collective_id};
 }
+
+}  // namespace
+
+void note_origin(const at::Tensor& t, Origin origin) {
+  if (t.defined() && t.has_storage()) note_origin(t.storage(), origin);
+}
+
+void note_origin(const c10::Storage& storage, Origin origin) { note(storage, origin, OVF_NO_ID); }
+
+void note_received(const at::Tensor& t, uint32_t collective_id) {
+  if (t.defined() && t.has_storage()) note(t.storage(), Origin::kReceived, collective_id);
+}
+
+Origin origin_of(const at::Tensor& t) { return noted_for(t).origin; }
+
+uint32_t received_through(const at::Tensor& t) { return noted_for(t).collective_id; }
 
 bool any_origins() { return origins().count.load(std::memory_order_relaxed) != 0; }
 

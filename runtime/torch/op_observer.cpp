@@ -16,9 +16,11 @@
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/graph_task.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -126,8 +128,32 @@ uint32_t op_context(const at::RecordFunction& fn) {
   return context;
 }
 
+// A collective (c10d::allreduce_, _reduce_scatter_base_, ...) writes what other
+// ranks sent, on the transport's threads, after its end callback: its outputs are
+// never read here. The storages it writes are noted instead, in the forward and
+// backward pass alike, so that the op that carries a NaN/Inf out of them names it.
+// c10d's schemas mark no argument written (allreduce_'s tensors are, in place):
+// where none is marked, every tensor argument is noted -- an input a rank sent
+// was finite there, or that rank's own first NaN/Inf came before.
+void note_collective(const at::RecordFunction& fn) {
+  const OpFacts& facts = op_facts(fn);
+  const std::vector<bool>& written = facts.written;
+  const bool marked = std::find(written.begin(), written.end(), true) != written.end();
+  size_t i = 0;
+  for (const c10::IValue& input : fn.inputs()) {
+    if (!marked || (i < written.size() && written[i])) {
+      for_each_tensor(input, [&](const at::Tensor& t) { note_received(t, facts.name_id); });
+    }
+    ++i;
+  }
+}
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   const uint32_t observe = read_observe();
+  if (std::strncmp(fn.name(), "c10d::", 6) == 0) {
+    note_collective(fn);
+    return nullptr;
+  }
   if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
     const int64_t seq = fn.seqNr();
     const ForwardOp& origin = g_forward_ops[static_cast<size_t>(seq) % kForwardOps];
@@ -162,6 +188,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   op.context = context;
   op.carried_in = false;
   op.carried_gradient = OVF_NO_ID;
+  op.carried_collective = OVF_NO_ID;
   op.constant = false;
   op.deliberate_nan = false;
   // Judged input by input below: a factory is constant whatever it is given;

@@ -94,6 +94,7 @@ void judge_input(PendingOp& op, const at::Tensor& t, const Stats& s) {
   if (!s.nonfinite()) return;
   if (!has_constant_origin(t)) {
     op.carried_in = true;
+    if (op.carried_collective == OVF_NO_ID) op.carried_collective = received_through(t);
     // The first value that reaches an op from where ovf did not look: a
     // parameter's gradient (the backward pass, unwatched without --backward)
     // is named on the record.
@@ -188,6 +189,15 @@ uint32_t supersede_held(std::vector<HeldRecord>& held, const void* storage) {
   });
   held.erase(end, held.end());
   return why;
+}
+
+// A carrier's why where the value it carried was written by a collective: the
+// rank that made it is another (ovf.ranks reads the words as they are here).
+uint32_t received_why(uint32_t collective_id) {
+  if (collective_id == OVF_NO_ID) return OVF_NO_ID;
+  return intern("it arrived through " + std::string(interned(collective_id)) +
+                ", a collective: another rank sent it (python3 -m ovf.ranks names the rank "
+                "that made it)");
 }
 
 // Why the op made a NaN/Inf from finite inputs (diagnosis.h), interned.
@@ -324,6 +334,7 @@ void end_op(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent,
   e.op.deliberate_nan = op.deliberate_nan;
   e.op.only_constants = op.only_constants;
   e.op.carried_gradient = op.carried_gradient;
+  e.op.carried_collective = op.carried_collective;
   // Known and finite (the CPU's usual case): the inputs say nothing more.
   if (all_known && !known_nonfinite) return;
   // Swapped, not copied: both keep their capacity for the next op.
@@ -365,8 +376,9 @@ void judge_op(EndedOp& e, EndedOp* parent) {
       if (c10::intrusive_ptr<c10::StorageImpl> storage = line.storage.lock())
         note_origin(c10::Storage(std::move(storage)), Origin::kDeliberate);
     }
-    uint32_t diagnosis =
-        role == OVF_FLAG_PRODUCER ? diagnose_producer(e, s, line.dtype) : uint32_t{OVF_NO_ID};
+    uint32_t diagnosis = role == OVF_FLAG_PRODUCER  ? diagnose_producer(e, s, line.dtype)
+                         : role == OVF_FLAG_CARRIER ? received_why(op.carried_collective)
+                                                    : uint32_t{OVF_NO_ID};
     // A composite op (cross_entropy_loss) that returns what an op inside it made
     // is told by that op's why (nll_loss2d_forward's 0/0), unless its own says more.
     if (role == OVF_FLAG_PRODUCER && inner_why != OVF_NO_ID &&

@@ -63,7 +63,8 @@ struct PendingOp {
   bool deliberate_nan = false;            // ... and one of those held a NaN
   bool only_constants = false;            // every value it read was made from constants alone
   uint32_t carried_gradient = OVF_NO_ID;  // the parameter whose .grad carried the first NaN in
-  std::vector<at::Tensor> inputs;         // inputs it only reads: judged at the end if needed
+  uint32_t carried_collective = OVF_NO_ID;  // the collective that wrote the NaN/Inf it carried in
+  std::vector<at::Tensor> inputs;           // inputs it only reads: judged at the end if needed
   // Its tensor arguments in order: an index into `inputs`, or -1 for one judged
   // at the start (written in place) or not at all (overwritten whole).
   std::vector<int32_t> operands;

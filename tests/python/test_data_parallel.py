@@ -21,16 +21,15 @@ BAD = 37
 # FSDP2 on CPU ranks: torch 2.6's fully_shard records an event on the all-gather stream,
 # which CPU streams cannot (AttributeError: 'Stream' object has no attribute 'record_event')
 FSDP2_ON_CPU = hasattr(torch.cpu.current_stream(), "record_event")
-WRAPS = [
-    "ddp",
-    pytest.param(
-        "fsdp2",
-        marks=pytest.mark.skipif(
-            not FSDP2_ON_CPU,
-            reason=f"torch {torch.__version__}'s FSDP2 cannot run on CPU (its streams record no"
-            " events): the main leg's torch runs it",
-        ),
-    ),
+NEEDS_FSDP2_ON_CPU = pytest.mark.skipif(
+    not FSDP2_ON_CPU,
+    reason=f"torch {torch.__version__}'s FSDP2 cannot run on CPU (its streams record no"
+    " events): the main leg's torch runs it",
+)
+WRAPS = ["ddp", pytest.param("fsdp2", marks=NEEDS_FSDP2_ON_CPU)]
+CASES = [
+    *(pytest.param("ddp", level) for level in ("module", "ops", "backward")),
+    *(pytest.param("fsdp2", level, marks=NEEDS_FSDP2_ON_CPU) for level in ("module", "ops")),
 ]
 
 
@@ -50,15 +49,14 @@ def bad_batch(stdout):
     raise AssertionError(stdout)
 
 
-@pytest.mark.parametrize("wrap", WRAPS)
-@pytest.mark.parametrize("level", ["module", "ops"])
+@pytest.mark.parametrize("wrap, level", CASES)
 def test_the_rank_whose_shard_holds_the_bad_sample_is_named_as_the_oracle_names_it(
     tmp_path, wrap, level
 ):
     verdicts = {rank: oracle(rank) for rank in (0, 1)}
     events = tmp_path / "events"
     events.mkdir()
-    ops = ["--ops"] if level == "ops" else []
+    ops = {"module": [], "ops": ["--ops"], "backward": ["--ops", "--backward"]}[level]
     job = run(
         torchrun(
             2,
@@ -88,7 +86,7 @@ def test_the_rank_whose_shard_holds_the_bad_sample_is_named_as_the_oracle_names_
     line = verdicts[rank].rsplit(", ", 1)[1]  # sharded_loader.py:45, Square.forward's
     place = (
         re.escape(f"aten::mul in 1 at {line} in forward")
-        if level == "ops"
+        if level != "module"
         else r"the output of 1 at sharded_loader\.py:\d+ in main"
     )
     verdict = run([PYTHON, "-m", "ovf.ranks", str(events)], env=env())
@@ -99,9 +97,22 @@ def test_the_rank_whose_shard_holds_the_bad_sample_is_named_as_the_oracle_names_
         f"  the first non-finite value (batch {batch}) is in row {indices.index(BAD)} of 4 along"
         f" its first dimension: dataset index {BAD} (Squares)"
     ) in lines, lines
+    # With the backward pass watched, the gradient's all-reduce is what the other rank's
+    # first non-finite value came out of (DDP's reducer copies it into .grad).
+    through = " through c10d::allreduce_" if level == "backward" else ""
+    if level == "backward":
+        (summary,) = events.glob(f"ovf-event-rank{other:05d}-*.json")
+        received = json.loads(summary.read_text())
+        assert (received["role"], received["what"], received["why"]) == (
+            "carrier",
+            f"the first non-finite value was carried into aten::copy_ in the backward pass (batch"
+            f" {batch})",
+            "it arrived through c10d::allreduce_, a collective: another rank sent it (python3 -m"
+            " ovf.ranks names the rank that made it)",
+        ), received
     assert re.fullmatch(
-        rf"rank {other} received it later \(\+\d+\.\d+ s\), as a carrier", lines[-1]
-    )
+        rf"rank {other} received it later \(\+\d+\.\d+ s\){through}, as a carrier", lines[-1]
+    ), lines
 
 
 @pytest.mark.parametrize("wrap", WRAPS)

@@ -24,10 +24,12 @@ still given). It does not import torch.
 import argparse
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass
 
 PATTERN = ("ovf-event-", ".json")
+RECEIVED = re.compile(r"it arrived through (\S+), a collective")
 FIELDS = ("rank", "world_size", "batch", "time_ns", "role", "what")
 # A summary's "kind" (event_summary.cpp) in words, with its "module" for {}.
 PLACES = {
@@ -54,6 +56,12 @@ class Summary:
 
     def who(self):
         return f"rank {self.rank}" if self.rank >= 0 else f"pid {self.data.get('pid')}"
+
+    def collective(self):
+        """The collective a carrier's value arrived through ("c10d::allreduce_"), from the
+        runtime's why-line for it (op_outputs.cpp's received_why), else None."""
+        found = RECEIVED.match(self.data.get("why") or "")
+        return found[1] if found and self.role != "producer" else None
 
     def place(self):
         """ "aten::exp in blocks.1.amp at model.py:88 in forward", "the output of
@@ -198,10 +206,14 @@ def verdict(summaries, clean=(), clean_lines=()):
             + " received came from outside what ovf watched"
         )
     carriers = [s for s in later if s.role != "producer"]
-    if carriers:
+    by_collective = {}
+    for s in carriers:
+        by_collective.setdefault(s.collective(), []).append(s)
+    for collective, group in by_collective.items():
+        through = f" through {collective}" if collective else ""
         lines.append(
-            f"{_ranks(carriers)} received it later ({_after(first.time_ns, carriers)}), as "
-            + ("a carrier" if len(carriers) == 1 else "carriers")
+            f"{_ranks(group)} received it later ({_after(first.time_ns, group)}){through}, as "
+            + ("a carrier" if len(group) == 1 else "carriers")
         )
     for s in (s for s in later if s.role == "producer"):
         lines.append(
