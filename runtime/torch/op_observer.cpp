@@ -58,6 +58,7 @@ std::array<ForwardOp, kForwardOps> g_forward_ops;
 
 thread_local std::vector<PendingOp> t_pending;  // entries [0, t_depth) are live; capacity is reused
 thread_local size_t t_depth = 0;
+thread_local int t_in_collective = 0;  // collectives running on this thread (nested ops are theirs)
 thread_local std::vector<BackwardNode> t_backward;
 
 std::mutex g_register_mutex;
@@ -132,28 +133,32 @@ uint32_t op_context(const at::RecordFunction& fn) {
 // ranks sent, on the transport's threads, after its end callback: its outputs are
 // never read here. The storages it writes are noted instead, in the forward and
 // backward pass alike, so that the op that carries a NaN/Inf out of them names it.
-// c10d's schemas mark no argument written (allreduce_'s tensors are, in place):
-// where none is marked, every tensor argument is noted -- an input a rank sent
-// was finite there, or that rank's own first NaN/Inf came before.
+// c10d's schemas mark no argument written, but every collective writes its first
+// one: allreduce_'s and broadcast_'s tensors in place, _reduce_scatter_base_'s and
+// _allgather_base_'s output, allgather_'s and reduce_scatter_'s output lists, recv_'s
+// buffers. Its inputs are this rank's own values, not noted.
 void note_collective(const at::RecordFunction& fn) {
   const OpFacts& facts = op_facts(fn);
-  const std::vector<bool>& written = facts.written;
-  const bool marked = std::find(written.begin(), written.end(), true) != written.end();
-  size_t i = 0;
-  for (const c10::IValue& input : fn.inputs()) {
-    if (!marked || (i < written.size() && written[i])) {
-      for_each_tensor(input, [&](const at::Tensor& t) { note_received(t, facts.name_id); });
-    }
-    ++i;
-  }
+  const c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
+  if (inputs.empty()) return;
+  for_each_tensor(inputs[0], [&](const at::Tensor& t) { note_received(t, facts.name_id); });
+}
+
+bool is_collective(const at::RecordFunction& fn) {
+  return std::strncmp(fn.name(), "c10d::", 6) == 0;
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   const uint32_t observe = read_observe();
-  if (std::strncmp(fn.name(), "c10d::", 6) == 0) {
+  if (is_collective(fn)) {
     note_collective(fn);
+    ++t_in_collective;
     return nullptr;
   }
+  // The ops a collective runs on this thread (Gloo's copies into its output) are
+  // the collective's own: not watched, or a copy out of its buffer would pass for
+  // a value of their making (or a constant, from a buffer made by zeros).
+  if (t_in_collective > 0) return nullptr;
   if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
     const int64_t seq = fn.seqNr();
     const ForwardOp& origin = g_forward_ops[static_cast<size_t>(seq) % kForwardOps];
@@ -241,6 +246,10 @@ uint32_t program_location() {
 namespace {
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
+  if (is_collective(fn)) {
+    if (t_in_collective > 0) --t_in_collective;
+    return;
+  }
   if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
     // Pop down to this node: nodes that threw never reached their end.
     for (size_t i = t_backward.size(); i > 0; --i) {

@@ -1,0 +1,27 @@
+"""Two Gloo ranks under torch's launcher: rank 0's own multiplication overflows, both
+all-reduce the result, and each adds one to what came back -- on rank 1 the first
+non-finite value arrives through the all-reduce. --healthy: no overflow anywhere.
+
+    python3 -m torch.distributed.run --nproc_per_node 2 -m ovf --ops ... collective_carry.py
+"""
+
+import sys
+
+import torch
+import torch.distributed as dist
+
+
+def main():
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    scale = 1e30 if rank == 0 and "--healthy" not in sys.argv else 2.0
+    x = (torch.rand(4) + 1) * scale  # data: not made from constants alone (a mask's way)
+    y = x * x  # rank 0: 1e60 overflows float32
+    dist.all_reduce(y)
+    z = y + 1  # rank 1: the inf came from rank 0
+    print(f"rank {rank} finite {bool(z.isfinite().all())}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
