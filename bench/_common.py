@@ -131,3 +131,15 @@ def median(values):
     s = sorted(values)
     n = len(s)
     return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def model_bench_arguments(doc, models, argv=None):
+    """The arguments of a benchmark of training steps on models: --quick and --models."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=doc.split("\n")[0])
+    p.add_argument(
+        "--quick", action="store_true", help="small sizes, one step a round (a smoke test)"
+    )
+    p.add_argument("--models", default=models)
+    return p.parse_args(argv)

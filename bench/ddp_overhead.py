@@ -15,7 +15,6 @@ all-reduce) and an AdamW step. Target (issue 25): ovf <= 1.05x plain.
     python3 bench/ddp_overhead.py [--quick] [--models resnet18,gpt]
 """
 
-import argparse
 import os
 import socket
 import sys
@@ -92,12 +91,7 @@ def free_port():
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument(
-        "--quick", action="store_true", help="small sizes, one step a round (a smoke test)"
-    )
-    p.add_argument("--models", default="resnet18,gpt")
-    args = p.parse_args(argv)
+    args = _common.model_bench_arguments(__doc__, "resnet18,gpt", argv)
     _common.print_machine(
         "two-rank DDP step overhead (bench/ddp_overhead.py)", _common.import_ovf()
     )

@@ -21,7 +21,6 @@ with the cast counts on (issue 26) the same: ovf+cast <= 1.05x, ovf+ops+cast <= 
     python3 bench/real_models_overhead.py [--quick] [--models resnet18,vit_b_16,gpt]
 """
 
-import argparse
 import os
 import sys
 import time
@@ -122,12 +121,7 @@ def bench(name, ovf, quick):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument(
-        "--quick", action="store_true", help="small sizes, one step a round (a smoke test)"
-    )
-    p.add_argument("--models", default="resnet18,vit_b_16,gpt")
-    args = p.parse_args(argv)
+    args = _common.model_bench_arguments(__doc__, "resnet18,vit_b_16,gpt", argv)
     ovf = _common.import_ovf()
     warnings.filterwarnings("ignore", message=".*[Aa]nomaly.*")
     _common.print_machine(
