@@ -168,6 +168,16 @@ std::string type_name(py::handle object) {
   return py::str(object.get_type().attr("__name__")).cast<std::string>();
 }
 
+// A sharded parameter (FSDP2's DTensor) holds this rank's values in its local
+// shard; the DTensor itself dispatches to Python and is not read.
+at::Tensor local_values(py::handle tensor) {
+  const at::Tensor& t = THPVariable_Unpack(tensor.ptr());
+  if (!t.unsafeGetTensorImpl()->is_python_dispatch() || !py::hasattr(tensor, "_local_tensor"))
+    return t;
+  const py::object local = tensor.attr("_local_tensor");
+  return THPVariable_Check(local.ptr()) ? THPVariable_Unpack(local.ptr()) : t;
+}
+
 void check_optimizer(py::handle optimizer) {
   if (!running()) return;
   raise_pending();
@@ -195,10 +205,12 @@ void check_optimizer(py::handle optimizer) {
             PyErr_Clear();
             continue;
           }
-          if (THPVariable_Check(value)) check.state(t, i, slot, THPVariable_Unpack(value));
+          if (THPVariable_Check(value)) check.state(t, i, slot, local_values(value));
         }
       }
-      check.parameter(t, i);
+      const py::object grad = p.attr("grad");
+      check.parameter(t, i, local_values(p),
+                      THPVariable_Check(grad.ptr()) ? local_values(grad) : at::Tensor());
     }
   }
   check.finish();

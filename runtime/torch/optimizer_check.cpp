@@ -13,17 +13,21 @@ StepCheck::StepCheck(const std::string& optimizer_class) {
   frame_.begin(intern("optimizer.step"), intern(optimizer_class), false);
 }
 
-void StepCheck::parameter(const at::Tensor& param, size_t index) { add(param, param, index, ""); }
+void StepCheck::parameter(const at::Tensor& param, size_t index, const at::Tensor& values,
+                          const at::Tensor& grad) {
+  add(values, param, grad, index, "");
+}
 
 void StepCheck::state(const at::Tensor& param, size_t index, const std::string& slot,
                       const at::Tensor& value) {
-  add(value, param, index, slot);
+  add(value, param, at::Tensor(), index, slot);
 }
 
-void StepCheck::add(const at::Tensor& t, const at::Tensor& param, size_t index, std::string slot) {
+void StepCheck::add(const at::Tensor& t, const at::Tensor& param, const at::Tensor& grad,
+                    size_t index, std::string slot) {
   TensorView view;
   if (!stats_view(t, &view)) return;  // no data: nothing to say of it
-  reads_.push_back({param, index, std::move(slot), view.dtype, device_id_of(t),
+  reads_.push_back({param, grad, index, std::move(slot), view.dtype, device_id_of(t),
                     request_stats(t, view, &batch_)});
 }
 
@@ -45,7 +49,7 @@ uint32_t StepCheck::finish() {
     // The gradient brought the NaN/Inf (the step only applied it) or not (the
     // step made it): its line says which, next to the parameter's. Read here
     // only, at a non-finite parameter.
-    const at::Tensor& grad = read.param.grad();
+    const at::Tensor& grad = read.grad;
     if (!grad.defined()) continue;
     ovf_record grad_line = tensor_line(OVF_KIND_STEP_PARAM, 0, grad);
     if (!(grad_line.flags & OVF_FLAG_NONFINITE)) continue;

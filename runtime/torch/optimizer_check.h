@@ -23,7 +23,13 @@ class StepCheck {
  public:
   explicit StepCheck(const std::string& optimizer_class);
   // Parameter number `index` in param_groups order (names unregistered ones).
-  void parameter(const at::Tensor& param, size_t index);
+  void parameter(const at::Tensor& param, size_t index) {
+    parameter(param, index, param, param.grad());
+  }
+  // The same where the values read are not the parameter's own tensor: a
+  // sharded (DTensor) parameter's local shard and its gradient's.
+  void parameter(const at::Tensor& param, size_t index, const at::Tensor& values,
+                 const at::Tensor& grad);
   // One of its state tensors, `slot` ("exp_avg_sq"): a line when non-finite.
   void state(const at::Tensor& param, size_t index, const std::string& slot,
              const at::Tensor& value);
@@ -35,13 +41,15 @@ class StepCheck {
  private:
   struct Read {
     at::Tensor param;
+    at::Tensor grad;  // the values' gradient (undefined for a state tensor)
     size_t index;
     std::string slot;  // "" for the parameter itself
     ovf_dtype dtype;
     DeviceId device;
     StatsRef stats;  // in batch_ for a device tensor
   };
-  void add(const at::Tensor& tensor, const at::Tensor& param, size_t index, std::string slot);
+  void add(const at::Tensor& tensor, const at::Tensor& param, const at::Tensor& grad, size_t index,
+           std::string slot);
   std::vector<Read> reads_;
   std::shared_ptr<TensorStatsBatch> batch_;  // made at the first device tensor
   FrameBuilder frame_;

@@ -130,3 +130,29 @@ def test_a_healthy_job_never_stops(tmp_path, wrap):
         out = rank_stdout(tmp_path / "logs", rank)
         assert out.endswith(f"rank {rank} done\n") and "ovf" not in out, out
     assert os.listdir(events) == []
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_an_optimizer_step_that_overflows_is_named_on_each_ranks_shard(tmp_path, wrap):
+    """FSDP2's parameters are DTensors, whose own tensor dispatches to Python: the step
+    check reads each rank's local shard (and its gradient's) under the parameter's path."""
+    events = tmp_path / "events"
+    events.mkdir()
+    job = run(
+        torchrun(
+            2, tmp_path / "logs", "-m", "ovf", "--on-nan", "warn", "--event-dir", str(events),
+            SCRIPT, "--wrap", wrap, "--overflowing-step", "--steps", "1",
+        ),
+        env=env(),
+    )  # fmt: skip
+    assert job.returncode == 0, job.stdout
+    for rank in (0, 1):
+        (path,) = events.glob(f"ovf-event-rank{rank:05d}-*.json")
+        summary = json.loads(path.read_text())
+        assert (summary["batch"], summary["kind"], summary["role"], summary["what"]) == (
+            0,
+            "optimizer step",
+            "producer",
+            "the first non-finite value was written by optimizer.step (SGD) into 0.weight"
+            " (after batch 0)",
+        ), summary

@@ -5,7 +5,7 @@ makes the inf; the other receives it through the gradients' all-reduce (DDP) or
 reduce-scatter (FSDP2) and the optimizer's step.
 
     python3 -m torch.distributed.run --nproc_per_node 2 [-m ovf ...] sharded_loader.py \\
-        --wrap ddp|fsdp2 [--bad I] [--steps N] [--hold FILE]
+        --wrap ddp|fsdp2 [--bad I] [--steps N] [--overflowing-step] [--hold FILE]
     python3 sharded_loader.py --oracle-rank R [--bad I] [--steps N]
 
 Each rank prints the dataset indices of each batch. --hold FILE: after training,
@@ -71,6 +71,7 @@ def main():
     p.add_argument("--wrap", choices=("ddp", "fsdp2"), default="ddp")
     p.add_argument("--bad", type=int, default=-1)
     p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--overflowing-step", action="store_true")
     p.add_argument("--oracle-rank", type=int, default=None, metavar="R")
     p.add_argument("--hold", default=None, metavar="FILE")
     args = p.parse_args()
@@ -84,7 +85,13 @@ def main():
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), Square(), torch.nn.Linear(4, 2))
     if not oracle:
         model = wrapped(model, args.wrap)
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    # --overflowing-step: finite gradients, but weight decay 1e38 and lr 10 make the first
+    # step write about 5e38 into every parameter: the optimizer's own overflow
+    optimizer = (
+        torch.optim.SGD(model.parameters(), lr=10.0, weight_decay=1e38)
+        if args.overflowing_step
+        else torch.optim.SGD(model.parameters(), lr=1e-3)
+    )
     dataset = Squares(args.bad)
     sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=1)
     loader = DataLoader(dataset, batch_size=4, sampler=sampler)
