@@ -1,5 +1,6 @@
 """python3 -m ovf.ranks over the rings themselves: a two-rank DDP job (Gloo, CPU) whose
-shard on one rank holds the sample that overflows (scripts/sharded_loader.py), read live
+shard on one rank holds the sample that overflows (scripts/sharded_loader.py), and the same
+with FSDP2 for the hung job, read live
 through /proc (--pid, --live) and from gcore files of both ranks, must give the verdict its
 event summaries give: the producing rank, batch, op, line, why, row and dataset index, and
 the other rank clean (blocked in the gradients' all-reduce while the first waits) or a
@@ -11,12 +12,16 @@ import shutil
 import subprocess
 
 import pytest
+import torch
 from harness import PYTHON
 from ranks_harness import TIMEOUT, env, kill_group, rank_pids, torchrun, wait_for_rank
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts", "sharded_loader.py")
 BAD = 37
 requires_gdb = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
+# torch 2.6's fully_shard cannot run on CPU ranks (test_data_parallel.py says why)
+FSDP2_ON_CPU = hasattr(torch.cpu.current_stream(), "record_event")
+NO_FSDP2 = f"torch {torch.__version__}'s FSDP2 cannot run on CPU: the main leg's torch runs it"
 
 
 def ranks(*args):
@@ -30,12 +35,12 @@ def ranks(*args):
     return out.returncode, out.stdout.splitlines(), out.stderr
 
 
-def start(tmp_path, *ovf_args, script_args=()):
+def start(tmp_path, *ovf_args, script_args=(), wrap="ddp"):
     events = tmp_path / "events"
     events.mkdir()
     argv = torchrun(
         2, tmp_path / "logs", "-m", "ovf", "--ops", *ovf_args, "--event-dir", str(events),
-        SCRIPT, "--wrap", "ddp", "--bad", str(BAD), *script_args,
+        SCRIPT, "--wrap", wrap, "--bad", str(BAD), *script_args,
     )  # fmt: skip
     launcher = subprocess.Popen(
         argv,
@@ -80,8 +85,12 @@ def assert_lines(lines, patterns):
 
 
 @requires_gdb
-def test_a_job_hung_on_one_rank_is_judged_live_and_from_cores_as_its_summaries(tmp_path):
-    launcher, events = start(tmp_path, "--on-nan", "wait")
+@pytest.mark.parametrize(
+    "wrap",
+    ["ddp", pytest.param("fsdp2", marks=pytest.mark.skipif(not FSDP2_ON_CPU, reason=NO_FSDP2))],
+)
+def test_a_job_hung_on_one_rank_is_judged_live_and_from_cores_as_its_summaries(tmp_path, wrap):
+    launcher, events = start(tmp_path, "--on-nan", "wait", wrap=wrap)
     try:
         # Rank 0's shard holds the sample (the sampler is seeded): it waits at its first
         # inf, in the forward; rank 1 waits in the backward's all-reduce for it.
