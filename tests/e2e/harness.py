@@ -67,10 +67,12 @@ DIVERGE = ["--inf-at", "blocks.1.amp:2"]  # diverge.py's usual run: inf in batch
 DEBUGGERS = {"gdb": Gdb(), "lldb": Lldb()}
 
 
-def abort_core(tmp_path, package_parent=None, args=DIVERGE, script=SCRIPT, timeout=TIMEOUT):
-    """A kernel core of `script` (diverge.py) run under `python3 -m ovf --on-nan abort` with the
-    ovf package in `package_parent`: (core path, the run's stdout); skips where the kernel
-    writes none here."""
+def abort_core(
+    tmp_path, package_parent=None, args=DIVERGE, script=SCRIPT, timeout=TIMEOUT, ovf_args=()
+):
+    """A kernel core of `script` (diverge.py) run under `python3 -m ovf --on-nan abort
+    [ovf_args]` with the ovf package in `package_parent`: (core path, the run's stdout); skips
+    where the kernel writes none here."""
     with open("/proc/sys/kernel/core_pattern") as f:
         if f.read().strip() not in ("core", "core.%p"):
             pytest.skip("kernel cores do not go to the working directory here (core_pattern)")
@@ -79,7 +81,8 @@ def abort_core(tmp_path, package_parent=None, args=DIVERGE, script=SCRIPT, timeo
         [
             "sh",
             "-c",
-            f"ulimit -c unlimited && exec {PYTHON} -m ovf --on-nan abort {script} {' '.join(args)}",
+            f"ulimit -c unlimited && exec {PYTHON} -m ovf --on-nan abort {' '.join(ovf_args)}"
+            f" {script} {' '.join(args)}",
         ],
         cwd=tmp_path,
         env=env,
