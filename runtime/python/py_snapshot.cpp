@@ -21,17 +21,23 @@ namespace py = pybind11;
 namespace ovf {
 namespace {
 
-// Directories whose code is not the program's: torch's and ovf's own. Set once.
-std::string g_torch_dir, g_ovf_dir;
+// Code that is not the program's: torch's and ovf's own directories, Python's standard
+// library (its decorators' wrappers: warnings.deprecated, functools, contextlib) but
+// the packages installed under it, and typing_extensions (torch 2.14 marks
+// dist.reduce_scatter_tensor deprecated with it). Set once.
+std::string g_torch_dir, g_ovf_dir, g_stdlib_dir, g_typing_extensions_file;
 
 bool starts_with(const std::string& s, const std::string& prefix) {
   return !prefix.empty() && s.compare(0, prefix.size(), prefix) == 0;
 }
 
-// The program's own code: not torch, not ovf, not frozen importlib.
+// The program's own code: not torch, not ovf, not the standard library, not frozen importlib.
 bool is_user_file(const std::string& file) {
-  return !starts_with(file, g_torch_dir) && !starts_with(file, g_ovf_dir) &&
-         !starts_with(file, "<frozen");
+  const bool stdlib = starts_with(file, g_stdlib_dir) &&
+                      !starts_with(file, g_stdlib_dir + "site-packages/") &&
+                      !starts_with(file, g_stdlib_dir + "dist-packages/");
+  return !stdlib && !starts_with(file, g_torch_dir) && !starts_with(file, g_ovf_dir) &&
+         !starts_with(file, "<frozen") && file != g_typing_extensions_file;
 }
 
 std::string utf8(PyObject* text) {
@@ -258,6 +264,10 @@ uint32_t python_location() {
 void install_python_snapshot() {
   g_torch_dir = package_dir("torch");
   g_ovf_dir = package_dir("ovf");
+  g_stdlib_dir = package_dir("functools");  // a module of the standard library's own directory
+  const std::string typing_extensions = package_dir("typing_extensions");
+  if (!typing_extensions.empty())
+    g_typing_extensions_file = typing_extensions + "typing_extensions.py";
   set_snapshot_writer(&write_snapshot);
   set_location_provider(&python_location);
 }

@@ -194,6 +194,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   op.carried_in = false;
   op.carried_gradient = OVF_NO_ID;
   op.carried_collective = OVF_NO_ID;
+  op.overwrote_received = OVF_NO_ID;
   op.constant = false;
   op.deliberate_nan = false;
   // Judged input by input below: a factory is constant whatever it is given;

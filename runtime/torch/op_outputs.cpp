@@ -152,7 +152,7 @@ bool covers_its_storage(const at::Tensor& t) {
 // (made from constants alone; an in-place write of data forgets a mask), so
 // that the ops after it, which start before it is judged, read it. Returns
 // whether it was noted as made from constants alone.
-bool note_output_at_end(const PendingOp& op, const at::Tensor& out) {
+bool note_output_at_end(PendingOp& op, const at::Tensor& out) {
   // x[0] = 0.0 writes a constant into part of x: the rest is still data.
   const bool part_of_data = op.only_constants && op.facts->in_place && !covers_its_storage(out) &&
                             origin_of(out) != Origin::kOnlyConstants;
@@ -160,7 +160,12 @@ bool note_output_at_end(const PendingOp& op, const at::Tensor& out) {
     note_origin(out, Origin::kOnlyConstants);
     return true;
   }
-  if (op.facts->in_place) note_origin(out, Origin::kNone);
+  if (op.facts->in_place) {
+    const std::vector<bool>& read = op.facts->old_values_read;
+    if (op.overwrote_received == OVF_NO_ID && !read.empty() && !read[0] && op.facts->written[0])
+      op.overwrote_received = received_through(out);
+    note_origin(out, Origin::kNone);
+  }
   return false;
 }
 
@@ -335,6 +340,7 @@ void end_op(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent,
   e.op.only_constants = op.only_constants;
   e.op.carried_gradient = op.carried_gradient;
   e.op.carried_collective = op.carried_collective;
+  e.op.overwrote_received = op.overwrote_received;
   // Known and finite (the CPU's usual case): the inputs say nothing more.
   if (all_known && !known_nonfinite) return;
   // Swapped, not copied: both keep their capacity for the next op.
@@ -368,6 +374,8 @@ void judge_op(EndedOp& e, EndedOp* parent) {
         }
       }
       judged = true;
+      if (op.carried_in && op.carried_collective == OVF_NO_ID)
+        op.carried_collective = op.overwrote_received;
       role = role_of(e, s);
     }
     // What is made deliberately stays so where it is read later (the scaler's

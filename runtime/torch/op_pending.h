@@ -64,7 +64,10 @@ struct PendingOp {
   bool only_constants = false;            // every value it read was made from constants alone
   uint32_t carried_gradient = OVF_NO_ID;  // the parameter whose .grad carried the first NaN in
   uint32_t carried_collective = OVF_NO_ID;  // the collective that wrote the NaN/Inf it carried in
-  std::vector<at::Tensor> inputs;           // inputs it only reads: judged at the end if needed
+  // The collective whose output it overwrote whole (Gloo's copy of a result into it, made
+  // in work.wait() after the collective's own end): what it carries in is what that sent.
+  uint32_t overwrote_received = OVF_NO_ID;
+  std::vector<at::Tensor> inputs;  // inputs it only reads: judged at the end if needed
   // Its tensor arguments in order: an index into `inputs`, or -1 for one judged
   // at the start (written in place) or not at all (overwritten whole).
   std::vector<int32_t> operands;

@@ -21,7 +21,7 @@ RECEIVED = (
 
 def job(tmp_path, *script_args):
     events = tmp_path / "events"
-    events.mkdir()
+    events.mkdir(parents=True)
     out = run(
         torchrun(
             2, tmp_path / "logs", "-m", "ovf", "--ops", "--on-nan", "warn",
@@ -66,8 +66,32 @@ def test_the_receiving_rank_names_the_all_reduce_and_the_verdict_groups_it_by_it
     assert "c10d::" not in rank_stdout(tmp_path / "logs", 0).replace(RECEIVED, "")
 
 
+def test_a_reduce_scatter_names_itself_at_the_copy_gloo_makes_as_it_waits(tmp_path):
+    """Gloo leaves a reduce-scatter's result in a buffer of its own and copies it into the
+    output inside work.wait(), after the collective's end: that aten::copy_ overwrites a
+    storage the collective was to fill, so the value it carries in is the collective's."""
+    events = job(tmp_path, "--reduce-scatter")
+    (received,) = events.glob("ovf-event-rank00001-*.json")
+    summary = json.loads(received.read_text())
+    line = summary["line"]
+    assert re.fullmatch(r"collective_carry\.py:\d+ in main", line), summary
+    assert (summary["role"], summary["what"], summary["why"]) == (
+        "carrier",
+        f"the first non-finite value was carried into aten::copy_ in no module at {line} (batch 0)",
+        RECEIVED.replace("c10d::allreduce_", "c10d::_reduce_scatter_base_"),
+    ), summary
+    verdict = run([PYTHON, "-m", "ovf.ranks", str(events)], env=env())
+    assert re.fullmatch(
+        r"rank 1 received it later \(\+\d+\.\d+ s\) through c10d::_reduce_scatter_base_, as a"
+        r" carrier",
+        verdict.stdout.splitlines()[-1],
+    ), verdict.stdout
+
+
 def test_a_healthy_job_with_collectives_says_nothing(tmp_path):
     events = job(tmp_path, "--healthy")
+    assert os.listdir(events) == []
+    events = job(tmp_path / "scattered", "--healthy", "--reduce-scatter")
     assert os.listdir(events) == []
     for rank in (0, 1):
         out = rank_stdout(tmp_path / "logs", rank)
