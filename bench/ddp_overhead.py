@@ -74,6 +74,7 @@ def rank_main(rank, port, args, results):
         LOCAL_RANK=str(rank),
         WORLD_SIZE=str(RANKS),
         GLOO_SOCKET_IFNAME="lo",
+        USE_LIBUV="0",  # Debian's torch 2.6 is built without libuv, which its TCPStore asks for
     )
     ovf = _common.import_ovf()
     dist.init_process_group("gloo", rank=rank, world_size=RANKS)
