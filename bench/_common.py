@@ -5,6 +5,7 @@ Import this module before torch: it pins OpenBLAS and OpenMP to one thread throu
 the environment, which those libraries read when they load.
 """
 
+import argparse
 import os
 import platform
 import sys
@@ -135,8 +136,6 @@ def median(values):
 
 def model_bench_arguments(doc, models, argv=None):
     """The arguments of a benchmark of training steps on models: --quick and --models."""
-    import argparse
-
     p = argparse.ArgumentParser(description=doc.split("\n")[0])
     p.add_argument(
         "--quick", action="store_true", help="small sizes, one step a round (a smoke test)"

@@ -15,7 +15,7 @@ import bisect
 import os
 import stat
 
-from .elf import ELFFile, parse_errors, runtime_symbol
+from .elf import ELFFile, missing_file, parse_errors, runtime_symbol
 from .errors import OvfError
 from .target import Target, TargetMemoryError
 
@@ -152,10 +152,7 @@ class CoreTarget(Target):
         return regions
 
     def missing_library(self, name_part):
-        for _, _, _, path in self.mappings:
-            if name_part in os.path.basename(path) and not os.path.isfile(path):
-                return path
-        return None
+        return missing_file(self.mappings, name_part)
 
 
 def _file_type(mode):

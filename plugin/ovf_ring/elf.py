@@ -54,6 +54,15 @@ def parse_errors():
     return (ELFError, ConstructError, *_PARSE_ERRORS)
 
 
+def missing_file(mappings, name_part):
+    """The path of a mapped file whose name contains `name_part` that is not on this
+    host's disk any more, or None; `mappings` as runtime_symbol takes them."""
+    for _, _, _, path in mappings:
+        if name_part in os.path.basename(path) and not os.path.isfile(path):
+            return path
+    return None
+
+
 def runtime_symbol(mappings, name):
     """`name`'s address: the runtime library's load address in `mappings`
     ([(start, end, file offset, path)]: a core's NT_FILE note, a live process's

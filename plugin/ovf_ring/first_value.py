@@ -27,15 +27,15 @@ EVENT_WORDS = (
 )
 
 
-def user_line(ring, seq):
-    """ "model.py:66 in forward": the program's line in the event snapshot taken at
-    record `seq` (snapshot.cpp's user_line_at), or "" where the snapshot is of
-    another event or there is none."""
+def user_line(ring, *seqs):
+    """ "model.py:66 in forward": the program's line in the event snapshot where it was
+    taken at one of the records `seqs` (snapshot.cpp's user_line_at), or "" where the
+    snapshot is of another event or there is none."""
     try:
         snap = snapshot.read(ring)
     except OvfError:
         return ""
-    if snap.event_seq != seq:
+    if snap.event_seq not in seqs:
         return ""
     for frame in snap.frames:
         if frame.user:
@@ -167,9 +167,8 @@ def summary(ring, host=None):
     # event that found the value (the snapshot, while no later event replaced it).
     if r.location_id != layout.NO_ID:
         line = ring.text(r.location_id)
-    else:
-        found_by = (r.seq,) if op else (r.seq, r.frame_seq)
-        line = next(filter(None, (user_line(ring, seq) for seq in found_by)), "")
+    else:  # a module's line is found at the end of its frame, an op's at the op
+        line = user_line(ring, r.seq) if op else user_line(ring, r.seq, r.frame_seq)
     events = h.last_event_kind if h.last_event_seq != layout.NO_SEQ else 0
     shown = samples.first_json(ring, r)
     rows = shown.get("rows")

@@ -9,7 +9,7 @@ read; the ring's sequence numbers catch that.
 import errno
 import os
 
-from .elf import runtime_symbol
+from .elf import RUNTIME_LIBRARY, missing_file, runtime_symbol
 from .errors import OvfError
 from .target import Target, TargetMemoryError
 
@@ -68,10 +68,7 @@ class ProcTarget(Target):
         return writable_regions(self.process_id)
 
     def missing_library(self, name_part):
-        for _, _, _, path in self.mappings():
-            if name_part in os.path.basename(path) and not os.path.isfile(path):
-                return path
-        return None
+        return missing_file(self.mappings(), name_part)
 
 
 def _open_error(pid, e):
@@ -116,9 +113,6 @@ def writable_regions(pid):
     return [(a, b, path) for a, b, perms, _, path in _maps(pid) if "w" in perms]
 
 
-JOB_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
-
-
 def runtime_processes():
     """{pid: job} of this host's processes that have ovf's runtime library mapped
     and whose maps this user may read; job: what tells one torch.distributed job
@@ -129,7 +123,7 @@ def runtime_processes():
             continue
         try:
             with open(f"/proc/{entry}/maps") as maps:
-                if any("libovf_runtime" in line for line in maps):
+                if any(RUNTIME_LIBRARY in line for line in maps):
                     found[int(entry)] = _job(int(entry))
         except OSError:
             continue  # another user's, or it exited

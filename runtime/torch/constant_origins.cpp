@@ -35,12 +35,21 @@ Origins& origins() {
   return *o;
 }
 
-void note(const c10::Storage& storage, Origin origin, uint32_t collective_id) {
+// Notes `origin` for `storage` (kNone forgets it); returns the collective that had
+// filled that storage, or OVF_NO_ID.
+uint32_t note(const c10::Storage& storage, Origin origin, uint32_t collective_id) {
   Origins& o = origins();
-  if (origin == Origin::kNone && o.count.load(std::memory_order_relaxed) == 0) return;
+  if (origin == Origin::kNone && o.count.load(std::memory_order_relaxed) == 0) return OVF_NO_ID;
   std::lock_guard<std::mutex> lock(o.mutex);
+  const void* key = storage.unsafeGetStorageImpl();
+  uint32_t filled_by = OVF_NO_ID;
+  const auto it = o.by_storage.find(key);
+  if (it != o.by_storage.end()) {
+    const auto alive = it->second.storage.lock();  // not a freed one at the same address
+    if (alive && alive.get() == key) filled_by = it->second.collective_id;
+  }
   if (origin == Origin::kNone) {
-    o.by_storage.erase(storage.unsafeGetStorageImpl());
+    if (it != o.by_storage.end()) o.by_storage.erase(it);
   } else {
     if (o.by_storage.size() >= kMaxOrigins) {
       for (auto it = o.by_storage.begin(); it != o.by_storage.end();) {
@@ -52,6 +61,7 @@ void note(const c10::Storage& storage, Origin origin, uint32_t collective_id) {
                                   Noted{storage.getWeakStorageImpl(), origin, collective_id});
   }
   o.count.store(o.by_storage.size(), std::memory_order_relaxed);
+  return filled_by;
 }
 
 Found noted_for(const at::Tensor& t) {
@@ -73,6 +83,10 @@ void note_origin(const at::Tensor& t, Origin origin) {
 }
 
 void note_origin(const c10::Storage& storage, Origin origin) { note(storage, origin, OVF_NO_ID); }
+
+uint32_t forget_origin(const at::Tensor& t) {
+  return t.defined() && t.has_storage() ? note(t.storage(), Origin::kNone, OVF_NO_ID) : OVF_NO_ID;
+}
 
 void note_received(const at::Tensor& t, uint32_t collective_id) {
   if (t.defined() && t.has_storage()) note(t.storage(), Origin::kReceived, collective_id);

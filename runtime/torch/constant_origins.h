@@ -29,6 +29,10 @@ enum class Origin {
 void note_origin(const at::Tensor& tensor, Origin origin);
 void note_origin(const c10::Storage& storage, Origin origin);
 
+// Forgets what was noted for `tensor`'s storage (an in-place write of data into it);
+// returns the collective that had filled it, or OVF_NO_ID.
+uint32_t forget_origin(const at::Tensor& tensor);
+
 // Notes that collective `collective_id` (interned "c10d::allreduce_") writes
 // `tensor`'s storage; received_through names it while nothing else wrote there.
 void note_received(const at::Tensor& tensor, uint32_t collective_id);

@@ -16,7 +16,6 @@
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/graph_task.h>
 
-#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cmath>

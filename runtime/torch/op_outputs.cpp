@@ -161,10 +161,11 @@ bool note_output_at_end(PendingOp& op, const at::Tensor& out) {
     return true;
   }
   if (op.facts->in_place) {
+    const uint32_t filled_by = forget_origin(out);
+    // Its first argument overwritten whole: it replaces what a collective sent there.
     const std::vector<bool>& read = op.facts->old_values_read;
     if (op.overwrote_received == OVF_NO_ID && !read.empty() && !read[0] && op.facts->written[0])
-      op.overwrote_received = received_through(out);
-    note_origin(out, Origin::kNone);
+      op.overwrote_received = filled_by;
   }
   return false;
 }
