@@ -7,10 +7,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <utility>
 #include <vector>
 
 #include "ovf/ring.h"
+#include "row_scan.h"
 #include "stats.h"
 
 namespace ovf {
@@ -31,13 +31,22 @@ class DeviceStatsBatch {
   virtual Stats result(int index) = 0;
   // Its finite non-zero values below the headroom dtype's smallest normal.
   virtual uint64_t underflow(int index) = 0;
+  // Its rows holding NaN/Inf (row_scan.h), read again from the tensor where it
+  // is still alive and unchanged since it was added; extent 0 otherwise. Called
+  // for the session's first non-finite line only, after result(index).
+  virtual Rows rows(int /*index*/) { return {}; }
 };
 
 // A frame's lines whose statistics a batch will deliver: which record, which
 // result.
 struct PendingLines {
+  struct Line {
+    uint32_t record;  // its index in the frame
+    int result;       // its index in the batch
+    bool expecting;   // made inside an expected region (monitor.h)
+  };
   std::shared_ptr<DeviceStatsBatch> batch;
-  std::vector<std::pair<uint32_t, int>> lines;  // (record index in the frame, result index)
+  std::vector<Line> lines;
 
   bool empty() const { return lines.empty(); }
   void clear() {
@@ -45,7 +54,8 @@ struct PendingLines {
     lines.clear();
   }
   // Writes the arrived statistics into `records` (records[0] is the FRAME),
-  // as make_line would have, and clears the PENDING flags.
+  // as make_line would have (with the rows of the session's first non-finite
+  // line), and clears the PENDING flags.
   void fill(ovf_record* records) const;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "control.h"
+#include "monitor.h"
 #include "row_scan.h"
 #include "stats_cpu.h"
 
@@ -39,10 +40,7 @@ void FrameBuilder::add_tensor(ovf_record_kind kind, uint32_t label_id, const Ten
   }
   const Stats stats = compute_stats_cpu(view, cast_counts_asked());
   add_stats(kind, label_id, stats, view.dtype, device);
-  // An input whose only non-finite values are -inf is an additive mask more often
-  // than not (judged deliberate when the frame ends): not read again every batch.
-  const bool mask_like = kind == OVF_KIND_INPUT && stats.nan_count == 0 && stats.pos_inf_count == 0;
-  if (!mask_like) measure_rows_if_first(view, stats, records_.back());
+  if (!mask_like_input(kind, stats)) measure_rows_if_first(view, stats, records_.back());
   const ovf_dtype against = headroom_dtype();
   if (against != OVF_DTYPE_UNKNOWN) set_headroom(against, headroom_underflow(view, against));
 }
@@ -65,7 +63,8 @@ void FrameBuilder::add_pending(ovf_record_kind kind, uint32_t label_id, ovf_dtyp
   const ovf_dtype against = headroom_dtype();
   if (against != OVF_DTYPE_UNKNOWN) line.headroom_dtype = against;
   pending_.batch = batch;
-  pending_.lines.emplace_back(static_cast<uint32_t>(records_.size()), index);
+  pending_.lines.push_back(
+      {static_cast<uint32_t>(records_.size()), index, Monitor::instance().expecting_nonfinite()});
   records_.push_back(line);
   records_.front().flags |= OVF_FLAG_PENDING;
 }

@@ -5,12 +5,15 @@
 
 namespace ovf {
 
-bool rows_wanted(const Stats& stats) {
+bool rows_wanted(const Stats& stats, bool expecting) {
   // Inside an expected region (a loss scaler's probe) infinities are deliberate:
   // no first value comes of them, and a step of them would be read twice.
-  return stats.has_stats && stats.nonfinite() &&
-         __atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_ACQUIRE) == OVF_NO_SEQ &&
-         !Monitor::instance().expecting_nonfinite();
+  return stats.has_stats && stats.nonfinite() && !expecting &&
+         __atomic_load_n(&ovf_state.first_nonfinite_seq, __ATOMIC_ACQUIRE) == OVF_NO_SEQ;
+}
+
+bool rows_wanted(const Stats& stats) {
+  return rows_wanted(stats, Monitor::instance().expecting_nonfinite());
 }
 
 Rows find_rows(const TensorView& view) {
@@ -23,7 +26,9 @@ Rows find_rows(const TensorView& view) {
   row.strides = view.strides + 1;
   for (int64_t i = 0; i < view.sizes[0]; ++i) {
     row.data = static_cast<const char*>(view.data) + i * step;
-    if (!compute_stats_cpu(row).nonfinite()) continue;
+    const uint64_t nonfinite = compute_stats_cpu(row).nonfinite_count();
+    if (nonfinite == 0) continue;
+    found.nonfinite += nonfinite;
     if (found.count < OVF_ROWS_KEPT) found.first[found.count] = static_cast<uint32_t>(i);
     ++found.count;
   }

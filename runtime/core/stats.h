@@ -40,7 +40,8 @@ struct Stats {
   bool has_cast = false;
   CastCounts cast;
 
-  bool nonfinite() const { return nan_count + pos_inf_count + neg_inf_count > 0; }
+  uint64_t nonfinite_count() const { return nan_count + pos_inf_count + neg_inf_count; }
+  bool nonfinite() const { return nonfinite_count() > 0; }
   uint64_t finite_count() const { return numel - nan_count - pos_inf_count - neg_inf_count; }
   // Sets the cast losses from an engine's below-threshold counts (cast_loss.h),
   // once the finite and zero counts are in.

@@ -165,7 +165,7 @@ void guarded(Body&& body) {
 }
 
 std::string type_name(py::handle object) {
-  return py::str(object.get_type().attr("__name__")).cast<std::string>();
+  return py::str(py::type::handle_of(object).attr("__name__")).cast<std::string>();
 }
 
 // A sharded parameter (FSDP2's DTensor) holds this rank's values in its local

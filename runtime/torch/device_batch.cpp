@@ -1,9 +1,6 @@
 #include "device_batch.h"
 
 #include <ATen/ATen.h>
-#include <ATen/record_function.h>
-#include <c10/core/GradMode.h>
-#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/version.h>
 
@@ -13,21 +10,12 @@
 #include <mutex>
 
 #include "cuda_backend.h"
+#include "own_ops.h"
 #include "portable_stats.h"
+#include "torch_tensor.h"
 
 namespace ovf {
 namespace {
-
-// ovf's own ops must be invisible: to the op observer (it would observe them),
-// to autograd and autocast, and to Python dispatch modes (a TorchDispatchMode
-// in the user's program would see where(finite, |x|, inf) make an inf).
-struct OwnOpsGuard {
-  c10::NoGradGuard no_grad;
-  at::DisableRecordFunctionGuard no_observer;
-  c10::impl::ExcludeDispatchKeyGuard no_autocast{c10::autocast_dispatch_keyset};
-  c10::impl::ExcludeDispatchKeyGuard no_python{
-      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot})};
-};
 
 Stats failed(uint64_t numel) {
   Stats s;  // has_stats false: the line reads "no data"
@@ -70,7 +58,9 @@ TensorStatsBatch::~TensorStatsBatch() {
 }
 
 int TensorStatsBatch::add(const at::Tensor& t, ovf_dtype dtype) {
-  entries_.push_back({t, dtype, static_cast<uint64_t>(t.numel()), negates_infinities(t)});
+  entries_.push_back(
+      {t, c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(t.getIntrusivePtr()),
+       version_of(t), dtype, static_cast<uint64_t>(t.numel()), negates_infinities(t)});
   return static_cast<int>(entries_.size()) - 1;
 }
 
@@ -259,6 +249,22 @@ uint64_t TensorStatsBatch::underflow(int index) {
   const double* rows = group.host_rows.data_ptr<double>();
   return static_cast<uint64_t>(
       rows[static_cast<size_t>(e.position) * kPortableColumns + kUnderflowCount]);
+}
+
+Rows TensorStatsBatch::rows(int index) {
+  if (index < 0 || index >= static_cast<int>(entries_.size())) return {};
+  const Entry& e = entries_[index];
+  const at::Tensor t(e.weak.lock());
+  // Gone, or written since: what it holds now is not what was measured. An
+  // inference tensor keeps no version: trusted only where exact mode read its
+  // statistics at the end of the frame or op that made it, and only while its
+  // NaN/Inf count still agrees.
+  if (!t.defined()) return {};
+  if (e.version ? version_of(t) != e.version : ovf_state.device_mode != OVF_DEVICE_MODE_EXACT)
+    return {};
+  Rows found = tensor_rows(t);
+  if (found.extent == 0 || found.nonfinite != result(index).nonfinite_count()) return {};
+  return found;
 }
 
 }  // namespace ovf

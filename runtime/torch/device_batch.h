@@ -56,6 +56,7 @@ class TensorStatsBatch : public DeviceStatsBatch {
   bool wait() override;
   Stats result(int index) override;
   uint64_t underflow(int index) override;
+  Rows rows(int index) override;
   bool arrived() const { return arrived_; }  // ready() or wait() said so
   // Waits for statistics not arrived yet, in this process so far (tests).
   static uint64_t waits();
@@ -63,6 +64,9 @@ class TensorStatsBatch : public DeviceStatsBatch {
  private:
   struct Entry {
     at::Tensor tensor;  // until submit()
+    // For rows(): the tensor without keeping its memory, and its version then.
+    c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> weak;
+    c10::optional<uint32_t> version;
     ovf_dtype dtype;
     uint64_t numel;
     bool swap_infinities = false;  // portable rows of a negated real tensor

@@ -59,13 +59,6 @@ bool aliases_an_input(const at::Tensor& out, const PendingOp& op) {
   return false;
 }
 
-// The tensor's version, or nullopt where it keeps none (inference tensors).
-c10::optional<uint32_t> version_of(const at::Tensor& t) {
-  const c10::VariableVersion& counter = t.unsafeGetTensorImpl()->version_counter();
-  if (!counter.enabled()) return c10::nullopt;
-  return counter.current_version();
-}
-
 constexpr uint32_t kNoVersion = 0xffffffffu;
 
 // The statistics of the inputs the op only read, as they are now: computed
@@ -364,6 +357,11 @@ void judge_op(EndedOp& e, EndedOp* parent) {
     const uint32_t inner_why = supersede_held(e.held, line.storage._unsafe_get_target());
     if (!line.readable) continue;
     const Stats s = line.zeros ? zero_stats(line.numel) : line.stats.get();
+    Rows rows = line.rows;
+    // A device output's rows: read again, now that its statistics are here.
+    if (line.stats.batch != nullptr && !op.constant && !op.deliberate_nan &&
+        rows_wanted(s, e.expecting))
+      rows = line.stats.batch->rows(line.stats.index);
     uint32_t role = 0;
     if (s.nonfinite()) {
       if (!judged) {  // the inputs it only read
@@ -403,7 +401,7 @@ void judge_op(EndedOp& e, EndedOp* parent) {
                           : (role == OVF_FLAG_CARRIER ? op.carried_gradient : OVF_NO_ID);
     r.diagnosis_id = diagnosis;
     r.location_id = e.has_node ? e.node.location_id : e.location_id;
-    set_rows(r, line.rows);
+    set_rows(r, rows);
     // Only non-finite values wait: an inner op may write an intermediate value
     // that the outer one changes in place (addmm after its copy_ of the bias).
     if (!s.nonfinite()) {

@@ -3,7 +3,9 @@
 #include <ATen/FunctionalTensorWrapper.h>
 #include <torch/version.h>  // which scalar types this torch has
 
+#include "cuda_backend.h"
 #include "device_engine.h"
+#include "own_ops.h"
 #include "row_scan.h"
 #include "stats_cpu.h"
 
@@ -97,8 +99,28 @@ ovf_record tensor_line(ovf_record_kind kind, uint32_t label_id, const at::Tensor
   if (!stats_view(t, &view) || !(stats = tensor_stats(t, view)).has_stats)
     return make_value_line(kind, label_id, flags | OVF_FLAG_NO_DATA);
   ovf_record line = make_line(kind, label_id, stats, view.dtype, device_id_of(t), flags);
-  if (!uses_device_engine(t)) measure_rows_if_first(view, stats, line);
+  if (rows_wanted(stats)) set_rows(line, uses_device_engine(t) ? tensor_rows(t) : find_rows(view));
   return line;
+}
+
+Rows tensor_rows(const at::Tensor& t) {
+  TensorView view;
+  if (t.device().is_cpu()) return readable_view(t, &view) ? find_rows(view) : Rows{};
+  if (t.dim() < 1 || t.size(0) > kMaxRowsScanned) return {};                // not worth the copy
+  if (t.is_cuda() && cuda_stream_capturing(t.device().index())) return {};  // no copy may run
+  try {
+    OwnOpsGuard guard;
+    const at::Tensor host = t.to(at::kCPU);
+    return readable_view(host, &view) ? find_rows(view) : Rows{};
+  } catch (const std::exception&) {
+    return {};  // out of host memory, a device error: rows not measured
+  }
+}
+
+c10::optional<uint32_t> version_of(const at::Tensor& t) {
+  const c10::VariableVersion& counter = t.unsafeGetTensorImpl()->version_counter();
+  if (!counter.enabled()) return c10::nullopt;
+  return counter.current_version();
 }
 
 bool tensor_nonfinite(const at::Tensor& t) {

@@ -4,9 +4,11 @@
 #define OVF_TORCH_TENSOR_H
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/Optional.h>
 
 #include "frame_builder.h"
 #include "record.h"
+#include "row_scan.h"
 #include "stats.h"
 
 namespace ovf {
@@ -32,6 +34,14 @@ Stats tensor_stats(const at::Tensor& tensor, const TensorView& view);
 // engine, waited for (one synchronisation: ops, gradients, steps, checkpoints).
 ovf_record tensor_line(ovf_record_kind kind, uint32_t label_id, const at::Tensor& tensor,
                        uint32_t flags = 0);
+
+// The rows of the tensor's first dimension that hold NaN/Inf (row_scan.h),
+// wherever it lives: a device tensor is copied to host memory for it (once a
+// session, at its first non-finite line). Extent 0 where it cannot be read.
+Rows tensor_rows(const at::Tensor& tensor);
+
+// The tensor's version, or nullopt where it keeps none (inference tensors).
+c10::optional<uint32_t> version_of(const at::Tensor& tensor);
 
 // Whether a readable tensor holds a NaN or Inf (false when unreadable).
 bool tensor_nonfinite(const at::Tensor& tensor);

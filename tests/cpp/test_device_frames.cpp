@@ -28,11 +28,20 @@ class HandedBatch : public ovf::DeviceStatsBatch {
   }
   ovf::Stats result(int index) override { return results_.at(index); }
   uint64_t underflow(int) override { return 0; }
+  ovf::Rows rows(int index) override {
+    asked_rows.push_back(index);
+    ovf::Rows r;
+    r.extent = 8;
+    r.count = 1;
+    r.first[0] = 5;
+    return r;
+  }
 
   bool submitted = false;
   bool arrived = false;
   bool can_wait = true;  // false: as while a CUDA graph is being captured
   int waits = 0;
+  std::vector<int> asked_rows;  // the results whose rows were read again
 
  private:
   std::vector<ovf::Stats> results_;
@@ -112,6 +121,33 @@ TEST_F(DeviceFrames, FastModeJudgesAFrameWhenItsStatisticsArrive) {
   ASSERT_NE(b_frame, nullptr);
   EXPECT_EQ(b_frame->flags & (OVF_FLAG_PENDING | OVF_FLAG_NONFINITE | OVF_FLAG_PRODUCER),
             static_cast<uint32_t>(OVF_FLAG_NONFINITE | OVF_FLAG_PRODUCER));
+}
+
+// A device returns statistics, not rows: the session's first non-finite line
+// has its rows read again from the batch, once its statistics say so -- not an
+// additive mask's input (-inf only), nor a line made in an expected region.
+TEST_F(DeviceFrames, TheFirstNonFiniteLinesRowsAreAskedOfTheBatch) {
+  start(OVF_DEVICE_MODE_EXACT);
+  ovf::Stats mask = values(1.0);
+  mask.neg_inf_count = 2;
+  auto batch = std::make_shared<HandedBatch>(
+      std::vector<ovf::Stats>{values(1.0), mask, values(0.0, 3), values(0.0, 1)});
+  frame.begin(ovf::intern("b"), ovf::intern("Layer"), false);
+  for (int i = 0; i < 2; ++i)
+    frame.add_pending(OVF_KIND_INPUT, ovf::intern("input"), OVF_DTYPE_FLOAT16, {1, 0}, 4, batch, i);
+  monitor.expect_nonfinite(true);
+  frame.add_pending(OVF_KIND_OUTPUT, ovf::intern("probe"), OVF_DTYPE_FLOAT16, {1, 0}, 4, batch, 2);
+  monitor.expect_nonfinite(false);
+  frame.add_pending(OVF_KIND_OUTPUT, ovf::intern("output"), OVF_DTYPE_FLOAT16, {1, 0}, 4, batch, 3);
+  EXPECT_EQ(monitor.finish_frame(frame).action, ovf::Action::kRaise);
+  EXPECT_EQ(batch->asked_rows, std::vector<int>{3});
+  const uint64_t last = ovf_state.write_seq - 1;  // the output, the frame's last line
+  const ovf_record* output = ovf::find_record(last);
+  ASSERT_NE(output, nullptr);
+  EXPECT_EQ(output->row_extent, 8u);
+  EXPECT_EQ(output->row_count, 1u);
+  EXPECT_EQ(output->rows[0], 5u);
+  EXPECT_EQ(ovf::find_record(last - 1)->row_extent, 0u);  // the probe
 }
 
 TEST_F(DeviceFrames, ExactModeWaitsOncePerFrameAndStopsInIt) {

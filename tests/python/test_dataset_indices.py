@@ -127,3 +127,70 @@ def test_a_loader_out_of_order_is_not_followed_and_holds_no_more_than_its_prefet
     out = run_ovf_child(["-c", code], timeout=180)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "4\n"  # two workers, two batches prefetched each
+
+
+def _rows_sentence(out):
+    return [line for line in out.stdout.splitlines() if "along its first dimension" in line]
+
+
+@pytest.mark.parametrize("ops", [[], ["--ops"]], ids=["modules", "ops"])
+@pytest.mark.parametrize("mode", ["exact", "fast"])
+def test_a_device_engines_rows_are_read_again_from_the_tensor_at_the_event(ops, mode):
+    """A device returns statistics, not rows: the rows of the first non-finite line are
+    read again from its tensor once they say non-finite (OVF_TEST_DEFER=0 sends these
+    CPU tensors through the device engine; tests/python/test_gpu.py does it on a GPU),
+    and the sentence is the host's."""
+    out = run_ovf_child(
+        ["-m", "ovf", *ops, SCRIPT, "--bad", str(BAD), "--workers", "0"],
+        OVF_TEST_DEFER="0",
+        OVF_DEVICE_MODE=mode,
+    )
+    assert out.returncode == 1, out.stderr
+    (step, indices) = next((s, i) for e, s, i in batches(out.stdout) if BAD in i)
+    assert _rows_sentence(out) == [
+        f"ovf: the first non-finite value (batch {step}) is in row {indices.index(BAD)} of 8"
+        f" along its first dimension: dataset index {BAD} (Squares)"
+    ], out.stdout
+
+
+REWRITTEN = """
+import sys, torch
+class Square(torch.nn.Module):
+    def forward(self, x):
+        return x * x
+net = torch.nn.Sequential(torch.nn.Linear(4, 4), Square())
+torch.nn.init.eye_(net[0].weight)
+torch.nn.init.zeros_(net[0].bias)
+for step in range(6):
+    x = torch.ones(8, 4)
+    if step == 1:
+        x[2, 0] = 1e30
+    y = net(x)
+    if sys.argv[1] == "rewrite":
+        y.copy_(y.roll(3, 0))  # in place, before the statistics arrive: row 5 now
+"""
+
+
+@pytest.mark.parametrize("rewrite", ["keep", "rewrite"])
+def test_rows_are_not_named_from_a_tensor_written_after_it_was_measured(rewrite, tmp_path):
+    """Fast device mode, statistics three polls late: the module's output is read again
+    only while it is unchanged (its version counter); rewritten in place in between, its
+    rows now would be wrong (row 5), so none are named (the event summary's rows)."""
+    script = tmp_path / "rewritten.py"
+    script.write_text(REWRITTEN)
+    events = tmp_path / "events"
+    events.mkdir()
+    p = run_ovf_child(
+        ["-m", "ovf", "--event-dir", str(events), str(script), rewrite],
+        OVF_TEST_DEFER="3",
+        OVF_DEVICE_MODE="fast",
+    )
+    assert p.returncode == 1, p.stderr
+    (name,) = os.listdir(events)
+    with open(events / name) as f:
+        summary = json.load(f)
+    assert summary["batch"] == 1 and summary["module"] == "1", summary
+    if rewrite == "rewrite":
+        assert summary["rows"] is None
+    else:
+        assert (summary["rows"]["extent"], summary["rows"]["first"]) == (8, [2]), summary

@@ -4,11 +4,14 @@ backend that disagrees and says what failed where one could not run, and a CUDA
 graph captured with ovf on captures and replays as without it. Every test skips,
 saying why, without a GPU (tools/gpu-check.sh runs them on a lent one)."""
 
+import json
 import math
+import os
+import re
 
 import pytest
 import torch
-from build_paths import run_ovf_child
+from build_paths import REPO, run_ovf_child
 from ovf import _ovf
 from test_cast_counts import check as check_cast_counts
 from test_device_engine import DTYPES, _bit_patterns, _views
@@ -221,3 +224,32 @@ def test_op_level_on_the_gpu_batches_its_waits_and_names_the_cpus_op(mode, tmp_p
     counts = [line.split() for line in gpu.stderr.splitlines() if line.startswith("waits ")]
     waits, groups = int(counts[0][1]), int(counts[0][3])
     assert groups > 20 and (waits == groups if mode == "exact" else waits <= 4), counts
+
+
+LOADER = os.path.join(REPO, "tests", "python", "scripts", "loader_samples.py")
+
+
+@pytest.mark.parametrize("ops", [[], ["--ops"]], ids=["modules", "ops"])
+@pytest.mark.parametrize("mode", ["exact", "fast"])
+def test_a_gpu_tensors_rows_name_the_dataset_index(ops, mode):
+    """Issue 25: the rows of a CUDA tensor's first non-finite line are read again from
+    it at the event (copied to the host) and name the sample, as on the CPU
+    (tests/python/test_dataset_indices.py). Fast mode reads them only if the tensor
+    is alive and unchanged when its statistics arrive: no rows rather than wrong ones."""
+    p = run_ovf_child(
+        ["-m", "ovf", *ops, LOADER, "--bad", "37", "--workers", "0", "--device", "cuda"],
+        timeout=300,
+        OVF_DEVICE_MODE=mode,
+    )
+    assert p.returncode == 1, p.stderr[-3000:]
+    steps = re.findall(r"^epoch 0 step (\d+) indices (\[.*\])$", p.stdout, re.M)
+    step, indices = next((int(s), json.loads(i)) for s, i in steps if 37 in json.loads(i))
+    rows = [line for line in p.stdout.splitlines() if "along its first dimension" in line]
+    expected = (
+        f"ovf: the first non-finite value (batch {step}) is in row {indices.index(37)} of 8"
+        " along its first dimension: dataset index 37 (Squares)"
+    )
+    listed = ", ".join(map(str, indices))
+    assert f"ovf: batch {step} held dataset indices {listed} (Squares, 8 of 8)" in p.stdout
+    assert rows == [expected] or (mode == "fast" and rows == []), p.stdout[-3000:]
+    print(mode, ops, "rows named" if rows else "no rows")  # seen in -rA output

@@ -3,7 +3,7 @@ makes the model overflow: run under python3 -m ovf, the report names the dataset
 indices of the failing batch. Each batch's indices, as the loader returned them
 (the dataset hands its index back with the sample), are printed first, for the test.
 
-    python3 -m ovf loader_samples.py [--bad I] [--workers N] [--ahead]
+    python3 -m ovf loader_samples.py [--bad I] [--workers N] [--ahead] [--device D]
 """
 
 import argparse
@@ -38,9 +38,10 @@ def main():
     p.add_argument("--bad", type=int, default=-1)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--ahead", action="store_true", help="fetch one batch ahead of the model")
+    p.add_argument("--device", default="cpu", help="where the model runs (cuda: a GPU's rows)")
     args = p.parse_args()
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(4, 4), Square())
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), Square()).to(args.device)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     loader = DataLoader(
         Squares(args.bad),
@@ -53,7 +54,7 @@ def main():
         for step, (x, index) in enumerate(looking_ahead(loader) if args.ahead else loader):
             print(f"epoch {epoch} step {step} indices {index.tolist()}", flush=True)
             optimizer.zero_grad()
-            model(x).mean().backward()
+            model(x.to(args.device)).mean().backward()
             optimizer.step()
     print("done")
 
