@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The checks that need a GPU, as one script for a lent GPU machine (the device tool's
-# `run`; no gdb there, so the debugger sessions of tests/e2e/test_gpu_session.py wait for
-# a machine that has both). It builds ovf against that machine's own torch and nvcc,
-# then runs: CTest (the CUDA kernels on the GPU included), the Python GPU tests and the
-# device engine's tests, the fp16 example under `python -m ovf`, and both GPU benchmarks
-# in full. Everything it prints goes to $OUT/gpu-check.log too; the benchmarks' result
+# `run`). It builds ovf against that machine's own torch and nvcc, then runs: CTest (the
+# CUDA kernels on the GPU included), the Python GPU tests and the device engine's tests,
+# the debugger sessions of tests/e2e/test_gpu_session.py under cuda-gdb (that machine has
+# no gdb: a `gdb` in /usr/bin that runs cuda-gdb, where the harness's PATH looks), the fp16
+# example under `python -m ovf`, and both GPU benchmarks in full. Everything it prints goes to $OUT/gpu-check.log too; the benchmarks' result
 # files are copied to $OUT.
 #   bash tools/gpu-check.sh [--tests-only]   # --tests-only: the build, CTest and the GPU tests
 #   GTEST_SRC  a GoogleTest source tree to build when the machine has none (Debian's
@@ -64,9 +64,14 @@ tail -n 2 "$out/build.log"
 
 export OVF_BUILD_DIR=$PWD/build-gpu PYTHONPATH=$PWD/build-gpu/python
 check ctest 120 ctest --test-dir build-gpu --output-on-failure --timeout 60 -j 8
-check "python GPU tests" 300 "$python" -m pytest -q -rs -p no:cacheprovider \
+check "python GPU tests" 480 "$python" -m pytest -q -rs -p no:cacheprovider \
   --basetemp=/tmp/pytest-gpu tests/python/test_gpu.py tests/python/test_device_engine.py \
   tests/python/test_examples.py
+if ! command -v gdb >/dev/null && command -v cuda-gdb >/dev/null && [ -w /usr/bin ]; then
+  printf '#!/bin/sh\nexec %s "$@"\n' "$(command -v cuda-gdb)" >/usr/bin/gdb && chmod +x /usr/bin/gdb
+fi
+check "GPU debugger sessions (cuda-gdb as gdb)" 240 "$python" -m pytest -q -rs -p no:cacheprovider \
+  --basetemp=/tmp/pytest-gpu-e2e tests/e2e/test_gpu_session.py
 ((tests_only)) && finish
 # The example makes an inf on purpose: ovf raises and the script exits 1 (checked by its
 # output: the frame it names), so these two print their status instead of failing.

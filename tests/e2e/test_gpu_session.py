@@ -1,7 +1,7 @@
 """The session the README promises on a GPU: examples/fp16_autocast_overflow.py under
 `ovf break-on-nan`, in both device modes, stops at the fp16 overflow of
-encoder.block.2.layer.1.dropout in batch 0. Skips without a CUDA GPU (none has been
-lent to ovf's builds yet: this has not run)."""
+encoder.block.2.layer.1.dropout in batch 0. Skips without a CUDA GPU. Passed under
+cuda-gdb on a lent NVIDIA H200 (tools/gpu-check.sh puts a `gdb` running it in /usr/bin)."""
 
 import os
 import subprocess
