@@ -147,7 +147,19 @@ bool is_collective(const at::RecordFunction& fn) {
   return std::strncmp(fn.name(), "c10d::", 6) == 0;
 }
 
+// Gloo runs a collective's work on a thread of its own, inside a user-scope
+// record named after it ("gloo:all_reduce"): the ops in it (the division of a
+// reduce-scatter's average, the copy into its output) are the collective's,
+// like those it runs on the calling thread. Other user scopes are not ops.
+bool is_transport_work(const at::RecordFunction& fn) {
+  return std::strncmp(fn.name(), "gloo:", 5) == 0;
+}
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  if (fn.scope() == at::RecordScope::USER_SCOPE) {
+    if (is_transport_work(fn)) ++t_in_collective;
+    return nullptr;
+  }
   const uint32_t observe = read_observe();
   if (is_collective(fn)) {
     note_collective(fn);
@@ -246,6 +258,10 @@ uint32_t program_location() {
 namespace {
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
+  if (fn.scope() == at::RecordScope::USER_SCOPE) {
+    if (is_transport_work(fn) && t_in_collective > 0) --t_in_collective;
+    return;
+  }
   if (is_collective(fn)) {
     if (t_in_collective > 0) --t_in_collective;
     return;
@@ -309,7 +325,8 @@ void sync_op_observer() {
             .needsInputs(true)
             .needsOutputs(true)
             .needsIds(true)  // unique handles pair each end with its start
-            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
+                     at::RecordScope::USER_SCOPE}));
     g_registered = true;
   } else if (!wanted && g_registered) {
     at::removeCallback(g_handle);

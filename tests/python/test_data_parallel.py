@@ -29,7 +29,7 @@ NEEDS_FSDP2_ON_CPU = pytest.mark.skipif(
 WRAPS = ["ddp", pytest.param("fsdp2", marks=NEEDS_FSDP2_ON_CPU)]
 CASES = [
     *(pytest.param("ddp", level) for level in ("module", "ops", "backward")),
-    *(pytest.param("fsdp2", level, marks=NEEDS_FSDP2_ON_CPU) for level in ("module", "ops")),
+    *(pytest.param("fsdp2", level, marks=NEEDS_FSDP2_ON_CPU) for level in ("module", "ops", "backward")),
 ]
 
 
@@ -97,17 +97,36 @@ def test_the_rank_whose_shard_holds_the_bad_sample_is_named_as_the_oracle_names_
         f"  the first non-finite value (batch {batch}) is in row {indices.index(BAD)} of 4 along"
         f" its first dimension: dataset index {BAD} (Squares)"
     ) in lines, lines
-    # With the backward pass watched, the gradient's all-reduce is what the other rank's
-    # first non-finite value came out of (DDP's reducer copies it into .grad).
-    through = " through c10d::allreduce_" if level == "backward" else ""
-    if level == "backward":
+    # The other rank's first non-finite value came out of the gradients' collective where
+    # an op ovf watched read it: with the backward pass watched, DDP's reducer copying the
+    # all-reduced bucket into .grad, and FSDP2's post-backward node copying the
+    # reduce-scatter's output (which Gloo's own thread averaged) into the sharded
+    # gradient; at op level alone, FSDP2's sharded gradient (a view of that output) read
+    # by the optimizer's add_. DDP's .grad is a copy: at op level alone nothing names it.
+    with open(SCRIPT) as f:  # the loop's lines: the model's call, the optimizer's step
+        source = f.read().splitlines()
+    call = 1 + next(n for n, text in enumerate(source) if "model(x).pow(2)" in text)
+    step = 1 + next(n for n, text in enumerate(source) if "optimizer.step()" in text)
+    carried = {
+        ("ddp", "backward"): ("c10d::allreduce_", "aten::copy_ in the backward pass"),
+        ("fsdp2", "backward"): (
+            "c10d::_reduce_scatter_base_",
+            "aten::copy_ in the backward pass, the gradient of RegisterPostBackwardFunction in 2"
+            f" at sharded_loader.py:{call} in main",
+        ),
+        ("fsdp2", "ops"): (
+            "c10d::_reduce_scatter_base_",
+            f"aten::add_ in no module at sharded_loader.py:{step} in main",
+        ),
+    }.get((wrap, level))
+    through = f" through {carried[0]}" if carried else ""
+    if carried:
         (summary,) = events.glob(f"ovf-event-rank{other:05d}-*.json")
         received = json.loads(summary.read_text())
         assert (received["role"], received["what"], received["why"]) == (
             "carrier",
-            f"the first non-finite value was carried into aten::copy_ in the backward pass (batch"
-            f" {batch})",
-            "it arrived through c10d::allreduce_, a collective: another rank sent it (python3 -m"
+            f"the first non-finite value was carried into {carried[1]} (batch {batch})",
+            f"it arrived through {carried[0]}, a collective: another rank sent it (python3 -m"
             " ovf.ranks names the rank that made it)",
         ), received
     assert re.fullmatch(
