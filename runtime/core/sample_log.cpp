@@ -20,6 +20,7 @@ struct Pending {
   std::string dataset;
   std::vector<int64_t> indices;  // the first kSamplesKept
   uint64_t total;
+  bool one_late;  // handed out only once the next batch is fetched (sample_log.h)
 };
 
 std::mutex log_mutex;
@@ -62,8 +63,8 @@ void publish(uint64_t batch, const Pending& p) {
 }  // namespace
 
 void record_batch_samples(uint64_t loader, const std::string& dataset, const int64_t* indices,
-                          size_t count) {
-  Pending p{loader, dataset, {indices, indices + std::min(count, kSamplesKept)}, count};
+                          size_t count, bool one_late) {
+  Pending p{loader, dataset, {indices, indices + std::min(count, kSamplesKept)}, count, one_late};
   std::lock_guard<std::mutex> lock(log_mutex);
   pending.push_back(std::move(p));
   // A loader iterated without a model claiming its batches keeps only the newest.
@@ -74,15 +75,37 @@ void claim_pending_samples(uint64_t batch) {
   std::lock_guard<std::mutex> lock(log_mutex);
   // Every root forward comes here: most find nothing new.
   if (pending.empty()) return;
-  std::map<uint64_t, int> per_loader;
-  for (const Pending& p : pending) ++per_loader[p.loader];
-  // Two batches of one loader fetched before the model ran (a loader that looks
-  // one ahead, as accelerate's does): which went into this batch cannot be told.
+  std::map<uint64_t, int> per_loader, late;
+  for (const Pending& p : pending) {
+    ++per_loader[p.loader];
+    if (p.one_late) ++late[p.loader];
+  }
+  // Two batches of one loader fetched before the model ran, by a loop not known
+  // to hand them out one late: which went into this batch cannot be told.
   for (const auto& [loader, count] : per_loader)
-    if (count > 1) ahead.insert(loader);
-  for (const Pending& p : pending)
-    if (!ahead.count(p.loader)) publish(batch, p);
-  pending.clear();
+    if (count > 1 && late[loader] != count) ahead.insert(loader);
+  std::deque<Pending> kept;
+  std::map<uint64_t, int> taken;
+  for (Pending& p : pending) {
+    if (ahead.count(p.loader)) continue;
+    if (p.one_late) {
+      // A one-late loop hands out its oldest batch once it has fetched the next:
+      // the newest waits (a second forward of the same batch finds only it).
+      const bool handed_out = taken[p.loader]++ == 0 && per_loader[p.loader] > 1;
+      if (!handed_out) {
+        kept.push_back(std::move(p));
+        continue;
+      }
+    }
+    publish(batch, p);
+  }
+  pending.swap(kept);
+}
+
+void release_late_samples(uint64_t loader) {
+  std::lock_guard<std::mutex> lock(log_mutex);
+  for (Pending& p : pending)
+    if (p.loader == loader) p.one_late = false;
 }
 
 std::vector<BatchSamples> samples_of_batch(uint64_t batch) {

@@ -26,14 +26,20 @@ struct BatchSamples {
 
 // Notes that `loader` returned `dataset`'s samples `indices` (`count` of them)
 // for the next batch: a loop fetches its data before it calls its model, while
-// the batch counter still names the batch before. Thread-safe.
+// the batch counter still names the batch before. `one_late`: the loop that
+// asked is known to fetch one batch ahead of the one it hands out (Accelerate's
+// loaders): the model runs on the batch before. Thread-safe.
 void record_batch_samples(uint64_t loader, const std::string& dataset, const int64_t* indices,
-                          size_t count);
+                          size_t count, bool one_late = false);
+
+// `loader` has no batch left: a one-late loop hands out the last it fetched.
+void release_late_samples(uint64_t loader);
 
 // A root module's forward begins `batch`: the samples each loader returned since
 // are its own -- unless a loader returned two batches or more before a forward
 // (it fetches ahead of the model): from then on that loader's batches are not
-// attributed at all, rather than to the wrong batch.
+// attributed at all, rather than to the wrong batch. A one-late loader's oldest
+// batch is its own, once the next is fetched (or there is none).
 void claim_pending_samples(uint64_t batch);
 
 // The entries kept of `batch` (several where several loaders fed it), oldest first.

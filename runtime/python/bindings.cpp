@@ -201,11 +201,15 @@ PYBIND11_MODULE(_ovf, m) {
   m.def("deliver_pending_raise", &ovf::deliver_pending_raise);
   m.def(
       "record_batch_samples",
-      [](uint64_t loader, const std::string& dataset, const std::vector<int64_t>& indices) {
-        ovf::record_batch_samples(loader, dataset, indices.data(), indices.size());
+      [](uint64_t loader, const std::string& dataset, const std::vector<int64_t>& indices,
+         bool one_late) {
+        ovf::record_batch_samples(loader, dataset, indices.data(), indices.size(), one_late);
       },
-      py::arg("loader"), py::arg("dataset"), py::arg("indices"),
-      "The batch being run was loaded from these dataset indices (its sampler's, in order).");
+      py::arg("loader"), py::arg("dataset"), py::arg("indices"), py::arg("one_late") = false,
+      "The batch being run was loaded from these dataset indices (its sampler's, in order); "
+      "one_late: the loop that asked hands it out after fetching the next one.");
+  m.def("release_late_samples", &ovf::release_late_samples, py::arg("loader"),
+        "The loader has no batch left: a one-late loop hands out the last it fetched.");
   m.def("forget_sample_loader", &ovf::forget_sample_loader, py::arg("loader"));
   m.def(
       "first_nonfinite",

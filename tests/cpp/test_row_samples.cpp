@@ -199,4 +199,39 @@ TEST(SamplesLog, PublishedEntriesAreNumberedAndTheOldestReused) {
   EXPECT_EQ(log->entries_written, 0u);
 }
 
+// A loop that fetches one batch ahead (Accelerate's) hands out the oldest: each
+// forward gets the batch before the newest, a second forward of the same batch
+// nothing, the last batch its own once the loader says it has none left. The
+// same pattern from a loop not known to do so is not followed at all.
+TEST(SamplesLog, AOneLateLoopsBatchesGoToTheForwardsThatRunThem) {
+  ovf::clear_batch_samples();
+  const int64_t b0[] = {10, 11}, b1[] = {20, 21}, b2[] = {30, 31};
+  auto indices = [](uint64_t batch) {
+    const auto entries = ovf::samples_of_batch(batch);
+    return entries.empty() ? std::vector<int64_t>{} : entries.front().indices;
+  };
+  ovf::record_batch_samples(1, "Squares", b0, 2, true);
+  ovf::record_batch_samples(1, "Squares", b1, 2, true);
+  ovf::claim_pending_samples(0);
+  ovf::claim_pending_samples(0);  // a second forward of batch 0 (a GAN's)
+  ovf::record_batch_samples(1, "Squares", b2, 2, true);
+  ovf::claim_pending_samples(1);
+  ovf::release_late_samples(1);
+  ovf::claim_pending_samples(2);
+  EXPECT_EQ(indices(0), (std::vector<int64_t>{10, 11}));
+  EXPECT_EQ(ovf::samples_of_batch(0).size(), 1u);
+  EXPECT_EQ(indices(1), (std::vector<int64_t>{20, 21}));
+  EXPECT_EQ(indices(2), (std::vector<int64_t>{30, 31}));
+
+  ovf::clear_batch_samples();
+  ovf::record_batch_samples(2, "Squares", b0, 2);
+  ovf::record_batch_samples(2, "Squares", b1, 2);
+  ovf::claim_pending_samples(0);
+  ovf::record_batch_samples(2, "Squares", b2, 2);
+  ovf::claim_pending_samples(1);
+  EXPECT_TRUE(ovf::samples_of_batch(0).empty());
+  EXPECT_TRUE(ovf::samples_of_batch(1).empty());
+  ovf::clear_batch_samples();
+}
+
 }  // namespace

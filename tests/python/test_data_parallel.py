@@ -7,6 +7,7 @@ the inf from finite values, and none on the other rank; python3 -m ovf.ranks ove
 ranks' event summaries must name the same rank, batch, op or module, the bad sample's row
 and dataset index, and the other rank as a receiver. Healthy runs never stop."""
 
+import importlib.util
 import json
 import os
 import re
@@ -14,7 +15,7 @@ import re
 import pytest
 import torch
 from build_paths import PYTHON
-from ranks_harness import TOP, env, rank_stdout, run, torchrun
+from ranks_harness import TOP, env, free_port, rank_stdout, run, torchrun
 
 SCRIPT = os.path.join(TOP, "tests", "e2e", "scripts", "sharded_loader.py")
 BAD = 37
@@ -29,7 +30,10 @@ NEEDS_FSDP2_ON_CPU = pytest.mark.skipif(
 WRAPS = ["ddp", pytest.param("fsdp2", marks=NEEDS_FSDP2_ON_CPU)]
 CASES = [
     *(pytest.param("ddp", level) for level in ("module", "ops", "backward")),
-    *(pytest.param("fsdp2", level, marks=NEEDS_FSDP2_ON_CPU) for level in ("module", "ops", "backward")),
+    *(
+        pytest.param("fsdp2", level, marks=NEEDS_FSDP2_ON_CPU)
+        for level in ("module", "ops", "backward")
+    ),
 ]
 
 
@@ -41,9 +45,8 @@ def oracle(rank):
 
 def bad_batch(stdout):
     """(rank, batch, [indices]) of the batch that held the bad sample."""
-    for rank, batch, listed in re.findall(
-        r"^rank (\d) batch (\d+) indices (\[.*\])$", stdout, re.M
-    ):
+    # (not anchored to lines: Accelerate's launcher interleaves its ranks' output)
+    for rank, batch, listed in re.findall(r"rank (\d) batch (\d+) indices (\[[\d, ]*\])", stdout):
         if BAD in json.loads(listed):
             return int(rank), int(batch), json.loads(listed)
     raise AssertionError(stdout)
@@ -175,3 +178,64 @@ def test_an_optimizer_step_that_overflows_is_named_on_each_ranks_shard(tmp_path,
             "the first non-finite value was written by optimizer.step (SGD) into 0.weight"
             " (after batch 0)",
         ), summary
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("accelerate") is None,
+    reason="accelerate is not installed (the users' stack venv has it; Debian's root does not)",
+)
+@pytest.mark.parametrize("level", ["module", "ops"])
+def test_accelerate_launch_names_the_rank_the_oracle_names(tmp_path, level):
+    """Started as Accelerate's users start a job: `accelerate launch` (its torch elastic
+    launch; `--multi_gpu` is its only multi-process mode without MPI, and the script asks
+    for CPU ranks), `-m ovf` in each rank, and the model, optimizer and shuffled loader
+    prepared by Accelerate (DDP, its own sharding). The oracle runs each rank's batches as
+    the job printed them. Accelerate's loader fetches one batch ahead of the one it hands
+    out: ovf follows it, and names the bad sample's dataset index as the rank printed it."""
+    events = tmp_path / "events"
+    events.mkdir()
+    launch = [PYTHON, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
+    launch += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+    launch += ["--main_process_ip", "127.0.0.1", "--main_process_port", str(free_port())]
+    ops = ["--ops"] if level == "ops" else []
+    job = run(
+        [*launch, "-m", "ovf", *ops, "--on-nan", "warn", "--event-dir", str(events), SCRIPT]
+        + ["--wrap", "accelerate", "--bad", str(BAD)],
+        env=env(),
+    )
+    assert job.returncode == 0, job.stdout[-3000:]
+    rank, batch, indices = bad_batch(job.stdout)
+    other = 1 - rank
+
+    def oracle_over(r):
+        printed = re.findall(rf"rank {r} batch \d+ indices (\[[\d, ]*\])", job.stdout)
+        out = run(
+            [PYTHON, SCRIPT, "--oracle-batches", f"[{','.join(printed)}]", "--bad", str(BAD)],
+            env=env(),
+        )
+        assert out.returncode == 0, out.stdout
+        return out.stdout.splitlines()[-1].removeprefix("oracle: ")
+
+    assert re.fullmatch(
+        rf"aten::mul in 1 at batch {batch}, sharded_loader\.py:\d+", oracle_over(rank)
+    )
+    assert oracle_over(other) == "None"
+    line = oracle_over(rank).rsplit(", ", 1)[1]
+    place = (
+        re.escape(f"aten::mul in 1 at {line} in forward")
+        if level == "ops"
+        else r"the output of 1 at sharded_loader\.py:\d+ in accelerate_main"
+    )
+    verdict = run([PYTHON, "-m", "ovf.ranks", str(events)], env=env())
+    assert verdict.returncode == 0, verdict.stdout
+    lines = verdict.stdout.splitlines()
+    assert re.fullmatch(rf"first producer: rank {rank}, batch {batch}, {place}", lines[0]), lines
+    assert (
+        f"  the first non-finite value (batch {batch}) is in row {indices.index(BAD)} of 4 along"
+        f" its first dimension: dataset index {BAD} (Squares)"
+    ) in lines, lines
+    listed = ", ".join(map(str, indices))
+    assert f"  batch {batch} held dataset indices {listed} (Squares, 4 of 4)" in lines, lines
+    assert re.fullmatch(
+        rf"rank {other} received it later \(\+\d+\.\d+ s\), as a carrier", lines[-1]
+    )

@@ -174,7 +174,6 @@ def test_the_cuda_backends_buffers_come_from_torchs_allocator():
     assert 0 < grew < 1 << 20, p.stdout
 
 
-
 OPS_ON_A_DEVICE = """
 import sys, torch
 from ovf import _ovf

@@ -7,13 +7,17 @@ prefetch), always in the order it returns them unless it was made with
 in_order=False: each iterator keeps the indices it asked for in a queue, and the
 batch `__next__` returns takes the oldest. The runtime gives a batch the indices
 fetched since the model last ran, and none at all of a loader that fetched two
-batches before the model ran (accelerate's loaders look one ahead), rather than
-the wrong ones. Indices only, never data; an
+batches before the model ran, rather than the wrong ones -- unless the loop
+asking is Accelerate's (its DataLoaderShard fetches the next batch before it
+hands out the current one, to know which is last): its batches are handed out
+one late, the oldest first. Indices only, never data; an
 IterableDataset has none (nothing is noted), nor has a sampler whose indices are
 not integers."""
 
 import collections
 import functools
+import os
+import sys
 import weakref
 
 from torch.utils.data import dataloader
@@ -41,6 +45,19 @@ def _as_indices(index):
         return None
 
 
+_ACCELERATE_LOOP = os.path.join("accelerate", "data_loader.py")
+
+
+def _asked_one_late(caller):
+    """Whether the loop that called the loader's __next__ is Accelerate's
+    DataLoaderShard.__iter__, which yields the batch before the one it asks for --
+    unless it skips batches (a resumed epoch): those it fetches and never yields."""
+    code = caller.f_code
+    if code.co_name != "__iter__" or not code.co_filename.endswith(_ACCELERATE_LOOP):
+        return False
+    return getattr(caller.f_locals.get("self"), "skip_batches", None) == 0
+
+
 def install():
     """Idempotent."""
     global _installed
@@ -58,14 +75,19 @@ def install():
 
     @functools.wraps(next_batch)
     def __next__(self):
-        data = next_batch(self)
+        try:
+            data = next_batch(self)
+        except StopIteration:
+            _ovf.release_late_samples(id(self))
+            raise
         queue = _queue(self)
         # Taken whether or not it is noted: the queue holds only what is prefetched.
         index = queue.popleft() if queue else None
         if index is not None and getattr(self, "_in_order", True):
             indices = _as_indices(index)
             if indices is not None:
-                _ovf.record_batch_samples(id(self), type(self._dataset).__name__, indices)
+                one_late = _asked_one_late(sys._getframe(1))
+                _ovf.record_batch_samples(id(self), type(self._dataset).__name__, indices, one_late)
         return data
 
     @functools.wraps(reset)
