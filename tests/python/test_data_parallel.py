@@ -52,6 +52,28 @@ def bad_batch(stdout):
     raise AssertionError(stdout)
 
 
+def job_verdict(events, oracle_says, level, loop, rank, batch, indices):
+    """python3 -m ovf.ranks over the job's summaries names as the first producer the rank,
+    batch and op (with its line, from the oracle's answer) or, in module mode, the
+    module's output at the line of the loop's function `loop`, and the bad sample's row;
+    returns the verdict's lines."""
+    line = oracle_says.rsplit(", ", 1)[1]  # sharded_loader.py:57, Square.forward's
+    place = (
+        re.escape(f"aten::mul in 1 at {line} in forward")
+        if level != "module"
+        else rf"the output of 1 at sharded_loader\.py:\d+ in {loop}"
+    )
+    verdict = run([PYTHON, "-m", "ovf.ranks", str(events)], env=env())
+    assert verdict.returncode == 0, verdict.stdout
+    lines = verdict.stdout.splitlines()
+    assert re.fullmatch(rf"first producer: rank {rank}, batch {batch}, {place}", lines[0]), lines
+    assert (
+        f"  the first non-finite value (batch {batch}) is in row {indices.index(BAD)} of 4 along"
+        f" its first dimension: dataset index {BAD} (Squares)"
+    ) in lines, lines
+    return lines
+
+
 @pytest.mark.parametrize("wrap, level", CASES)
 def test_the_rank_whose_shard_holds_the_bad_sample_is_named_as_the_oracle_names_it(
     tmp_path, wrap, level
@@ -86,20 +108,7 @@ def test_the_rank_whose_shard_holds_the_bad_sample_is_named_as_the_oracle_names_
     # the oracle: the bad rank's own computation makes it, the other rank's never does
     assert re.fullmatch(rf"aten::mul in 1 at batch {batch}, sharded_loader\.py:\d+", verdicts[rank])
     assert verdicts[other] == "None"
-    line = verdicts[rank].rsplit(", ", 1)[1]  # sharded_loader.py:45, Square.forward's
-    place = (
-        re.escape(f"aten::mul in 1 at {line} in forward")
-        if level != "module"
-        else r"the output of 1 at sharded_loader\.py:\d+ in main"
-    )
-    verdict = run([PYTHON, "-m", "ovf.ranks", str(events)], env=env())
-    assert verdict.returncode == 0, verdict.stdout
-    lines = verdict.stdout.splitlines()
-    assert re.fullmatch(rf"first producer: rank {rank}, batch {batch}, {place}", lines[0]), lines
-    assert (
-        f"  the first non-finite value (batch {batch}) is in row {indices.index(BAD)} of 4 along"
-        f" its first dimension: dataset index {BAD} (Squares)"
-    ) in lines, lines
+    lines = job_verdict(events, verdicts[rank], level, "main", rank, batch, indices)
     # The other rank's first non-finite value came out of the gradients' collective where
     # an op ovf watched read it: with the backward pass watched, DDP's reducer copying the
     # all-reduced bucket into .grad, and FSDP2's post-backward node copying the
@@ -216,24 +225,10 @@ def test_accelerate_launch_names_the_rank_the_oracle_names(tmp_path, level):
         assert out.returncode == 0, out.stdout
         return out.stdout.splitlines()[-1].removeprefix("oracle: ")
 
-    assert re.fullmatch(
-        rf"aten::mul in 1 at batch {batch}, sharded_loader\.py:\d+", oracle_over(rank)
-    )
+    says = oracle_over(rank)
+    assert re.fullmatch(rf"aten::mul in 1 at batch {batch}, sharded_loader\.py:\d+", says)
     assert oracle_over(other) == "None"
-    line = oracle_over(rank).rsplit(", ", 1)[1]
-    place = (
-        re.escape(f"aten::mul in 1 at {line} in forward")
-        if level == "ops"
-        else r"the output of 1 at sharded_loader\.py:\d+ in accelerate_main"
-    )
-    verdict = run([PYTHON, "-m", "ovf.ranks", str(events)], env=env())
-    assert verdict.returncode == 0, verdict.stdout
-    lines = verdict.stdout.splitlines()
-    assert re.fullmatch(rf"first producer: rank {rank}, batch {batch}, {place}", lines[0]), lines
-    assert (
-        f"  the first non-finite value (batch {batch}) is in row {indices.index(BAD)} of 4 along"
-        f" its first dimension: dataset index {BAD} (Squares)"
-    ) in lines, lines
+    lines = job_verdict(events, says, level, "accelerate_main", rank, batch, indices)
     listed = ", ".join(map(str, indices))
     assert f"  batch {batch} held dataset indices {listed} (Squares, 4 of 4)" in lines, lines
     assert re.fullmatch(
