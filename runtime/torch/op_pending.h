@@ -152,6 +152,13 @@ StatsRef stats_as_of_now(const at::Tensor& t, const TensorView& view, bool submi
 void end_op(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent,
             const BackwardNode* node, bool backward, EndedOp& ended);
 
+// An input's version where it keeps none (EndedOp::input_versions).
+constexpr uint32_t kNoVersion = 0xffffffffu;
+
+// The statistics of the inputs the op only read, as they are now (op_judge.cpp):
+// computed once, at its first non-finite output.
+const std::vector<Stats>& read_input_stats(EndedOp& ended);
+
 // Judges an ended op once its statistics are known: what each non-finite
 // output is (producer, carrier, deliberate), why a producer made it; commits
 // its records, or hands the non-finite ones to `parent` (the enclosing op,
