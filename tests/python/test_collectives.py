@@ -1,14 +1,15 @@
 """A value that arrives through a collective: two Gloo ranks (scripts/collective_carry.py),
-rank 0's own multiplication overflows and the all-reduce hands the inf to rank 1. With ops
-watched, rank 1's first non-finite value is a carrier whose why-line names
-c10d::allreduce_, python3 -m ovf.ranks names rank 0 the producer and rank 1 a receiver
-through that collective; the collective's own output is never read (Gloo writes it later),
-and a healthy job says nothing."""
+rank 0's own multiplication overflows and the all-reduce (a reduce-scatter, an all-gather)
+hands the inf to rank 1. With ops watched, rank 1's first non-finite value is a carrier
+whose why-line names the collective, python3 -m ovf.ranks names rank 0 the producer and
+rank 1 a receiver through that collective; the collective's own output is never read
+(Gloo writes it later), and a healthy job says nothing."""
 
 import json
 import os
 import re
 
+import pytest
 from build_paths import PYTHON
 from ranks_harness import TOP, env, rank_stdout, run, torchrun
 
@@ -66,24 +67,31 @@ def test_the_receiving_rank_names_the_all_reduce_and_the_verdict_groups_it_by_it
     assert "c10d::" not in rank_stdout(tmp_path / "logs", 0).replace(RECEIVED, "")
 
 
-def test_a_reduce_scatter_names_itself_at_the_copy_gloo_makes_as_it_waits(tmp_path):
+@pytest.mark.parametrize(
+    "flag, collective, carrier",
+    [
+        ("--reduce-scatter", "c10d::_reduce_scatter_base_", "aten::copy_"),
+        ("--all-gather", "c10d::_allgather_base_", "aten::add"),
+    ],
+)
+def test_a_reduce_scatter_and_an_all_gather_name_themselves(tmp_path, flag, collective, carrier):
     """Gloo leaves a reduce-scatter's result in a buffer of its own and copies it into the
     output inside work.wait(), after the collective's end: that aten::copy_ overwrites a
-    storage the collective was to fill, so the value it carries in is the collective's."""
-    events = job(tmp_path, "--reduce-scatter")
+    storage the collective was to fill, so the value it carries in is the collective's.
+    An all-gather's output is read by the add after it."""
+    events = job(tmp_path, flag)
     (received,) = events.glob("ovf-event-rank00001-*.json")
     summary = json.loads(received.read_text())
     line = summary["line"]
     assert re.fullmatch(r"collective_carry\.py:\d+ in main", line), summary
     assert (summary["role"], summary["what"], summary["why"]) == (
         "carrier",
-        f"the first non-finite value was carried into aten::copy_ in no module at {line} (batch 0)",
-        RECEIVED.replace("c10d::allreduce_", "c10d::_reduce_scatter_base_"),
+        f"the first non-finite value was carried into {carrier} in no module at {line} (batch 0)",
+        RECEIVED.replace("c10d::allreduce_", collective),
     ), summary
     verdict = run([PYTHON, "-m", "ovf.ranks", str(events)], env=env())
     assert re.fullmatch(
-        r"rank 1 received it later \(\+\d+\.\d+ s\) through c10d::_reduce_scatter_base_, as a"
-        r" carrier",
+        rf"rank 1 received it later \(\+\d+\.\d+ s\) through {collective}, as a carrier",
         verdict.stdout.splitlines()[-1],
     ), verdict.stdout
 

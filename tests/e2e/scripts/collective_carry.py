@@ -1,6 +1,7 @@
 """Two Gloo ranks under torch's launcher: rank 0's own multiplication overflows, both
-all-reduce the result (or reduce-scatter it: --reduce-scatter), and each adds one to what
-came back -- on rank 1 the first non-finite value arrives through the collective.
+all-reduce the result (or reduce-scatter it: --reduce-scatter; or all-gather it:
+--all-gather), and each adds one to what came back -- on rank 1 the first non-finite value
+arrives through the collective.
 --healthy: no overflow anywhere.
 
     python3 -m torch.distributed.run --nproc_per_node 2 -m ovf --ops ... collective_carry.py
@@ -22,6 +23,10 @@ def main():
         # each rank gets half of the sum; rank 1's half holds rank 0's infs
         got = torch.empty(2)
         dist.reduce_scatter_tensor(got, y)  # Gloo copies its result into `got` as it waits
+    elif "--all-gather" in sys.argv:
+        # every rank gets both ranks' values: rank 0's infs among them
+        got = torch.empty(8)
+        dist.all_gather_into_tensor(got, y)
     else:
         dist.all_reduce(y)
         got = y
