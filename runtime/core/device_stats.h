@@ -33,7 +33,8 @@ class DeviceStatsBatch {
   virtual uint64_t underflow(int index) = 0;
   // Its rows holding NaN/Inf (row_scan.h), read again from the tensor where it
   // is still alive and unchanged since it was added; extent 0 otherwise. Called
-  // for the session's first non-finite line only, after result(index).
+  // after result(index), for the non-finite lines that arrive before the
+  // session's first non-finite value is set (those of the event's frame or op).
   virtual Rows rows(int /*index*/) { return {}; }
 };
 

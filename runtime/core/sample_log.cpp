@@ -85,17 +85,16 @@ void claim_pending_samples(uint64_t batch) {
   for (const auto& [loader, count] : per_loader)
     if (count > 1 && late[loader] != count) ahead.insert(loader);
   std::deque<Pending> kept;
-  std::map<uint64_t, int> taken;
+  std::map<uint64_t, int> seen;
   for (Pending& p : pending) {
     if (ahead.count(p.loader)) continue;
     if (p.one_late) {
-      // A one-late loop hands out its oldest batch once it has fetched the next:
-      // the newest waits (a second forward of the same batch finds only it).
-      const bool handed_out = taken[p.loader]++ == 0 && per_loader[p.loader] > 1;
-      if (!handed_out) {
-        kept.push_back(std::move(p));
-        continue;
-      }
+      // A one-late loop hands out the batch before the newest it fetched: the
+      // newest waits (a second forward of the same batch finds only it), and
+      // older ones were handed out to no forward (a loop that skipped them).
+      const int from_newest = per_loader[p.loader] - ++seen[p.loader];
+      if (from_newest == 0) kept.push_back(std::move(p));
+      if (from_newest != 1) continue;
     }
     publish(batch, p);
   }
@@ -140,6 +139,11 @@ std::string describe_batch_samples(uint64_t batch) {
 void forget_sample_loader(uint64_t loader) {
   std::lock_guard<std::mutex> lock(log_mutex);
   ahead.erase(loader);
+  // What it fetched and no forward claimed (a loop that broke early) is not the
+  // next iterator's, whose id may be the same.
+  pending.erase(std::remove_if(pending.begin(), pending.end(),
+                               [&](const Pending& p) { return p.loader == loader; }),
+                pending.end());
 }
 
 void clear_batch_samples() {

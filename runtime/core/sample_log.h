@@ -49,7 +49,8 @@ std::vector<BatchSamples> samples_of_batch(uint64_t batch);
 // `batch`, or "" when none is kept.
 std::string describe_batch_samples(uint64_t batch);
 
-// `loader` is gone (its id may name another one from now on).
+// `loader` is gone, or starts a new pass: what it fetched and no forward
+// claimed is dropped, and it is followed afresh (its id may name another one).
 void forget_sample_loader(uint64_t loader);
 
 // Forgets every entry, published ones too (a new session).

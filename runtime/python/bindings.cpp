@@ -274,6 +274,8 @@ PYBIND11_MODULE(_ovf, m) {
       "Test hook: (host waits for op statistics, groups with device statistics) so far.");
   m.def("_device_waits", &ovf::TensorStatsBatch::waits,
         "Test hook: waits for device statistics not arrived yet, so far.");
+  m.def("_device_row_reads", &ovf::TensorStatsBatch::row_reads,
+        "Test hook: device tensors whose rows were read again (rows()), so far.");
   m.def("flush_device_frames", &ovf::flush_device_frames,
         "Waits for every frame whose device statistics are on their way and judges it "
         "(the end of a session, the process's exit): prints what it reports, never raises; "

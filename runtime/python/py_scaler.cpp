@@ -26,8 +26,7 @@ uint32_t first_nonfinite_gradient(py::handle optimizers) {
         const at::Tensor& param = THPVariable_Unpack(p.ptr());
         const at::Tensor& grad = param.grad();
         if (!grad.defined()) continue;
-        if (tensor_line(OVF_KIND_STEP_PARAM, 0, grad).flags & OVF_FLAG_NONFINITE)
-          return intern(parameter_name(param, i));
+        if (tensor_nonfinite(grad)) return intern(parameter_name(param, i));
       }
     }
   }

@@ -23,16 +23,6 @@ Stats failed(uint64_t numel) {
   return s;
 }
 
-// Whether `device`'s current stream is capturing a CUDA graph. Nothing of
-// ovf's may then be enqueued (its copies to pinned memory and event records
-// cannot be captured, and a first-use allocation would invalidate the user's
-// capture), and no event may be queried or waited for (torch's default,
-// global capture mode forbids it from every thread).
-bool capturing(const at::Device& device) {
-  static const bool test_knob = std::getenv("OVF_TEST_CAPTURING") != nullptr;
-  return test_knob || (device.is_cuda() && cuda_stream_capturing(device.index()));
-}
-
 void note_capture(const at::Device& device) {
   static std::once_flag told;
   std::call_once(told, [&] {
@@ -45,6 +35,16 @@ void note_capture(const at::Device& device) {
 }
 
 }  // namespace
+
+// Whether `device`'s current stream is capturing a CUDA graph. Nothing of
+// ovf's may then be enqueued (its copies to pinned memory and event records
+// cannot be captured, and a first-use allocation would invalidate the user's
+// capture), and no event may be queried or waited for (torch's default,
+// global capture mode forbids it from every thread).
+bool device_capturing(const at::Device& device) {
+  static const bool test_knob = std::getenv("OVF_TEST_CAPTURING") != nullptr;
+  return test_knob || (device.is_cuda() && cuda_stream_capturing(device.index()));
+}
 
 TensorStatsBatch::~TensorStatsBatch() {
   // Copies may still write into host_rows: wait before they are freed (the
@@ -89,7 +89,7 @@ void TensorStatsBatch::submit() {
 }
 
 void TensorStatsBatch::submit_group(Group& group) {
-  if (capturing(group.device)) {  // these lines read "no data"
+  if (device_capturing(group.device)) {  // these lines read "no data"
     note_capture(group.device);
     for (int i : group.entries) entries_[i].group = -1;
     return;
@@ -169,16 +169,18 @@ bool TensorStatsBatch::ready() {
 bool TensorStatsBatch::any_group_capturing() const {
   for (const Group& group : groups_) {
     const bool has_work = group.done || (group.cuda && !group.cuda_entries.empty());
-    if (has_work && capturing(group.device)) return true;
+    if (has_work && device_capturing(group.device)) return true;
   }
   return false;
 }
 
 namespace {
 std::atomic<uint64_t> g_waits{0};
+std::atomic<uint64_t> g_row_reads{0};
 }  // namespace
 
 uint64_t TensorStatsBatch::waits() { return g_waits.load(std::memory_order_relaxed); }
+uint64_t TensorStatsBatch::row_reads() { return g_row_reads.load(std::memory_order_relaxed); }
 
 bool TensorStatsBatch::wait() {
   if (arrived_ || !submitted_) return true;
@@ -256,12 +258,14 @@ Rows TensorStatsBatch::rows(int index) {
   const Entry& e = entries_[index];
   const at::Tensor t(e.weak.lock());
   // Gone, or written since: what it holds now is not what was measured. An
-  // inference tensor keeps no version: trusted only where exact mode read its
-  // statistics at the end of the frame or op that made it, and only while its
-  // NaN/Inf count still agrees.
+  // inference tensor keeps no version: trusted only in exact mode, which reads
+  // statistics at the end of the frame (or of the outermost op: an op nested
+  // after the one that made it may have written it, which its NaN/Inf count,
+  // that must still agree, catches only in part).
   if (!t.defined()) return {};
   if (e.version ? version_of(t) != e.version : ovf_state.device_mode != OVF_DEVICE_MODE_EXACT)
     return {};
+  g_row_reads.fetch_add(1, std::memory_order_relaxed);
   Rows found = tensor_rows(t);
   if (found.extent == 0 || found.nonfinite != result(index).nonfinite_count()) return {};
   return found;

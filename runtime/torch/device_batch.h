@@ -38,6 +38,11 @@ class DeviceGroupBackend {
   virtual std::string failure() = 0;
 };
 
+// Whether `device`'s current stream is capturing a CUDA graph: nothing of ovf's
+// may then be enqueued or waited for there (device_batch.cpp says why).
+// OVF_TEST_CAPTURING makes every device seem so.
+bool device_capturing(const at::Device& device);
+
 class TensorStatsBatch : public DeviceStatsBatch {
  public:
   // `late_polls`: ready() says no this many times before it asks the device
@@ -60,6 +65,8 @@ class TensorStatsBatch : public DeviceStatsBatch {
   bool arrived() const { return arrived_; }  // ready() or wait() said so
   // Waits for statistics not arrived yet, in this process so far (tests).
   static uint64_t waits();
+  // Tensors whose rows() were read, in this process so far (tests: at the event only).
+  static uint64_t row_reads();
 
  private:
   struct Entry {

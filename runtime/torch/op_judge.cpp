@@ -31,9 +31,12 @@ void set_op_event_handler(OpEventHandler handler) {
 }
 
 namespace op_detail {
+namespace {
 
 // The records committed on this thread whose events the handler has not seen.
 thread_local std::vector<std::pair<ovf_record, uint32_t>> t_events;
+
+}  // namespace
 
 // The statistics of the inputs the op only read, as they are now: computed
 // once, the first time an output comes out non-finite (at the op's end where
@@ -194,10 +197,6 @@ void judge_op(EndedOp& e, EndedOp* parent) {
     if (!line.readable) continue;
     const Stats s = line.zeros ? zero_stats(line.numel) : line.stats.get();
     Rows rows = line.rows;
-    // A device output's rows: read again, now that its statistics are here.
-    if (line.stats.batch != nullptr && !op.constant && !op.deliberate_nan &&
-        rows_wanted(s, e.expecting))
-      rows = line.stats.batch->rows(line.stats.index);
     uint32_t role = 0;
     if (s.nonfinite()) {
       if (!judged) {  // the inputs it only read
@@ -212,6 +211,11 @@ void judge_op(EndedOp& e, EndedOp* parent) {
       if (op.carried_in && op.carried_collective == OVF_NO_ID)
         op.carried_collective = op.overwrote_received;
       role = role_of(e, s);
+      // A device output's rows: read again now that its statistics are here, for
+      // a value nobody meant (never a mask's deliberate -inf, batch after batch).
+      if (line.stats.batch != nullptr && (role == OVF_FLAG_PRODUCER || role == OVF_FLAG_CARRIER) &&
+          rows_wanted(s, e.expecting))
+        rows = line.stats.batch->rows(line.stats.index);
     }
     // What is made deliberately stays so where it is read later (the scaler's
     // isinf() of its probe after the region).

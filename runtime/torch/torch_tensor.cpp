@@ -3,7 +3,7 @@
 #include <ATen/FunctionalTensorWrapper.h>
 #include <torch/version.h>  // which scalar types this torch has
 
-#include "cuda_backend.h"
+#include "device_batch.h"
 #include "device_engine.h"
 #include "own_ops.h"
 #include "row_scan.h"
@@ -106,8 +106,8 @@ ovf_record tensor_line(ovf_record_kind kind, uint32_t label_id, const at::Tensor
 Rows tensor_rows(const at::Tensor& t) {
   TensorView view;
   if (t.device().is_cpu()) return readable_view(t, &view) ? find_rows(view) : Rows{};
-  if (t.dim() < 1 || t.size(0) > kMaxRowsScanned) return {};                // not worth the copy
-  if (t.is_cuda() && cuda_stream_capturing(t.device().index())) return {};  // no copy may run
+  if (t.dim() < 1 || t.size(0) > kMaxRowsScanned) return {};  // not worth the copy
+  if (device_capturing(t.device())) return {};                // no copy may run
   try {
     OwnOpsGuard guard;
     const at::Tensor host = t.to(at::kCPU);

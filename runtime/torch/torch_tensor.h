@@ -36,8 +36,10 @@ ovf_record tensor_line(ovf_record_kind kind, uint32_t label_id, const at::Tensor
                        uint32_t flags = 0);
 
 // The rows of the tensor's first dimension that hold NaN/Inf (row_scan.h),
-// wherever it lives: a device tensor is copied to host memory for it (once a
-// session, at its first non-finite line). Extent 0 where it cannot be read.
+// wherever it lives: a device tensor is copied to host memory for it (at the
+// event only: for the non-finite lines that come before the session's first
+// non-finite value is set). Extent 0 where it cannot be read, or while the
+// device is capturing a CUDA graph (no copy may run then).
 Rows tensor_rows(const at::Tensor& tensor);
 
 // The tensor's version, or nullopt where it keeps none (inference tensors).

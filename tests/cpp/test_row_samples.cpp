@@ -223,6 +223,22 @@ TEST(SamplesLog, AOneLateLoopsBatchesGoToTheForwardsThatRunThem) {
   EXPECT_EQ(indices(1), (std::vector<int64_t>{20, 21}));
   EXPECT_EQ(indices(2), (std::vector<int64_t>{30, 31}));
 
+  // A loop that skipped a batch (no forward): the one before the newest is the
+  // forward's, the skipped one nobody's.
+  ovf::clear_batch_samples();
+  ovf::record_batch_samples(3, "Squares", b0, 2, true);
+  ovf::record_batch_samples(3, "Squares", b1, 2, true);
+  ovf::record_batch_samples(3, "Squares", b2, 2, true);
+  ovf::claim_pending_samples(0);
+  EXPECT_EQ(indices(0), (std::vector<int64_t>{20, 21}));
+  // A loop that broke early leaves the batch it fetched ahead: the loader's next
+  // pass (forget_sample_loader at its reset) does not inherit it.
+  ovf::forget_sample_loader(3);
+  ovf::record_batch_samples(3, "Squares", b0, 2, true);
+  ovf::record_batch_samples(3, "Squares", b1, 2, true);
+  ovf::claim_pending_samples(1);
+  EXPECT_EQ(indices(1), (std::vector<int64_t>{10, 11}));
+
   ovf::clear_batch_samples();
   ovf::record_batch_samples(2, "Squares", b0, 2);
   ovf::record_batch_samples(2, "Squares", b1, 2);

@@ -115,10 +115,11 @@ def test_the_rank_whose_shard_holds_the_bad_sample_is_named_as_the_oracle_names_
     # reduce-scatter's output (which Gloo's own thread averaged) into the sharded
     # gradient; at op level alone, FSDP2's sharded gradient (a view of that output) read
     # by the optimizer's add_. DDP's .grad is a copy: at op level alone nothing names it.
-    with open(SCRIPT) as f:  # the loop's lines: the model's call, the optimizer's step
+    with open(SCRIPT) as f:  # main()'s loop: the model's call, the optimizer's step
         source = f.read().splitlines()
-    call = 1 + next(n for n, text in enumerate(source) if "model(x).pow(2)" in text)
-    step = 1 + next(n for n, text in enumerate(source) if "optimizer.step()" in text)
+    start = source.index("def main():")
+    call = 1 + next(n for n in range(start, len(source)) if "model(x).pow(2)" in source[n])
+    step = 1 + next(n for n in range(start, len(source)) if "optimizer.step()" in source[n])
     carried = {
         ("ddp", "backward"): ("c10d::allreduce_", "aten::copy_ in the backward pass"),
         ("fsdp2", "backward"): (

@@ -194,3 +194,35 @@ def test_rows_are_not_named_from_a_tensor_written_after_it_was_measured(rewrite,
         assert summary["rows"] is None
     else:
         assert (summary["rows"]["extent"], summary["rows"]["first"]) == (8, [2]), summary
+
+
+MASKED = """
+import sys, torch
+from ovf import _ovf
+class Attention(torch.nn.Module):
+    def forward(self, x):
+        mask = torch.full((8, 8), float("-inf")).triu(1)  # deliberate, every batch
+        return torch.softmax(x @ x.T + mask, dim=-1)
+net = Attention()
+try:
+    for batch in range(6):
+        x = torch.rand(8, 4)
+        if batch == 4 and sys.argv[1] == "bad":
+            x[2, 0] = 1e30  # x @ x.T overflows in row 2 and column 2
+        net(x)
+finally:
+    print("row reads", _ovf._device_row_reads(), flush=True)
+"""
+
+
+@pytest.mark.parametrize("run", ["healthy", "bad"])
+def test_a_device_tensors_rows_are_read_at_the_event_only_never_for_a_mask(run, tmp_path):
+    """--ops through the device engine (OVF_TEST_DEFER=0): a mask's deliberate -inf,
+    made every batch, is no first value, and its rows are never read again (on a GPU
+    each read is a copy to the host); the overflow's are, in the event's op only."""
+    script = tmp_path / "masked.py"
+    script.write_text(MASKED)
+    p = run_ovf_child(["-m", "ovf", "--ops", str(script), run], OVF_TEST_DEFER="0")
+    assert p.returncode == (0 if run == "healthy" else 1), p.stderr[-2000:]
+    reads = int(re.search(r"^row reads (\d+)$", p.stdout, re.M).group(1))
+    assert reads == 0 if run == "healthy" else 1 <= reads <= 2, p.stdout

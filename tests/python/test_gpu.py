@@ -234,7 +234,8 @@ def test_a_gpu_tensors_rows_name_the_dataset_index(ops, mode):
     """Issue 25: the rows of a CUDA tensor's first non-finite line are read again from
     it at the event (copied to the host) and name the sample, as on the CPU
     (tests/python/test_dataset_indices.py). Fast mode reads them only if the tensor
-    is alive and unchanged when its statistics arrive: no rows rather than wrong ones."""
+    is alive and unchanged when its statistics arrive (no rows rather than wrong ones):
+    here the model's output is, in all four modes (seen on an H200)."""
     p = run_ovf_child(
         ["-m", "ovf", *ops, LOADER, "--bad", "37", "--workers", "0", "--device", "cuda"],
         timeout=300,
@@ -250,5 +251,4 @@ def test_a_gpu_tensors_rows_name_the_dataset_index(ops, mode):
     )
     listed = ", ".join(map(str, indices))
     assert f"ovf: batch {step} held dataset indices {listed} (Squares, 8 of 8)" in p.stdout
-    assert rows == [expected] or (mode == "fast" and rows == []), p.stdout[-3000:]
-    print(mode, ops, "rows named" if rows else "no rows")  # seen in -rA output
+    assert rows == [expected], p.stdout[-3000:]

@@ -25,14 +25,16 @@ def test_more_ranks_than_memory_holds_are_refused_before_any_starts():
         env=env(),
     )
     assert (out.returncode, out.stdout) == (2, "")
-    fits = ranks_that_fit()
-    assert fits < 4096
-    assert re.fullmatch(
-        rf"ovf netcheck: --nproc-per-node 4096: this host has memory for {fits} ranks "
+    said = re.fullmatch(
+        rf"ovf netcheck: --nproc-per-node 4096: this host has memory for (\d+) ranks "
         rf"\(each takes about {RANK_MIB} MiB with torch loaded; \d+\.\d GiB available\): "
-        rf"give at most {fits}\n",
+        rf"give at most (\d+)\n",
         out.stderr,
-    ), out.stderr
+    )
+    assert said and said.group(1) == said.group(2), out.stderr
+    # The memory available moves between the child's reading and this one (other
+    # processes of the machine): a rank or two either way.
+    assert abs(int(said.group(1)) - ranks_that_fit()) <= 2, out.stderr
     assert time.monotonic() - started < 30
 
 

@@ -93,6 +93,10 @@ def install():
     @functools.wraps(reset)
     def _reset(self, *args, **kwargs):
         _queue(self).clear()  # a new pass: what was asked of the old sampler is void
+        # ... and what the last pass fetched and no forward ran (a loop that broke
+        # early), in the runtime too: this iterator's id, or a new one's at the same
+        # address, starts clean.
+        _ovf.forget_sample_loader(id(self))
         return reset(self, *args, **kwargs)
 
     base._next_index, base.__next__, base._reset = _next_index, __next__, _reset
