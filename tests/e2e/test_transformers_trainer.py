@@ -3,7 +3,8 @@ non-finite at step 2, against transformers' own DebugUnderflowOverflow
 (TrainingArguments(debug="underflow_overflow")) run in the same test: ovf's one-line
 callback, `python3 -m ovf` around the unmodified script, gdb's and LLDB's `ovf break-on-nan`,
 and the script started by torchrun and by accelerate all name the batch and module the
-reference names, and never stop the same run without the fault."""
+reference names, and never stop the same run without the fault; `python3 -m ovf` names the
+batch's dataset indices as the dataset was asked for them."""
 
 import os
 import re
@@ -62,6 +63,18 @@ def test_python_m_ovf_around_the_unmodified_script_stops_there_too(reference):
     out = run_script(prefix=[PYTHON, "-m", "ovf"])
     assert verdict(out) == reference
     assert "training finished" not in out
+
+
+def test_python_m_ovf_names_the_dataset_indices_of_the_trainers_batch(reference):
+    """The Trainer's loader is Accelerate's, which fetches one batch ahead of the one it
+    hands out: ovf names the samples of the batch the reference stops in, as the dataset
+    was asked for them (four a batch, in order: the oracle)."""
+    out = run_script("--print-indices", prefix=[PYTHON, "-m", "ovf"])
+    batch = reference[0]
+    fetched = [int(i) for i in re.findall(r"^fetched (\d+)$", out, re.M)]
+    assert len(fetched) >= 4 * (batch + 1), out
+    listed = ", ".join(map(str, fetched[4 * batch : 4 * batch + 4]))
+    assert f"\novf: batch {batch} held dataset indices {listed} (Tokens, 4 of 4)\n" in out, out
 
 
 def test_a_healthy_run_trains_to_the_end(reference):

@@ -3,11 +3,13 @@ downloaded) whose numbers leave the finite range in the forward of step --blow-u
 a callback of the script's own scales one MLP's weights up just before that step (as a
 bad update would), the final LayerNorm's variance overflows and its output is NaN.
 
-    hf_trainer.py [--mode plain|reference|callback] [--blow-up-at N]
+    hf_trainer.py [--mode plain|reference|callback] [--blow-up-at N] [--print-indices]
 
 plain: the script as a user has it (for python3 -m ovf and the debuggers); reference:
 TrainingArguments(debug="underflow_overflow"), transformers' own DebugUnderflowOverflow;
-callback: ovf's one line, callbacks=[ovf.hf.OverflowCallback()].
+callback: ovf's one line, callbacks=[ovf.hf.OverflowCallback()]. --print-indices: the
+dataset prints "fetched I" for each sample it is asked for, in order (the Trainer's loader
+asks for a batch's samples together, in the order of its batches).
 """
 
 import argparse
@@ -25,10 +27,15 @@ VOCAB = transformers_models.VOCAB
 
 
 class Tokens(torch.utils.data.Dataset):
+    def __init__(self, print_indices=False):
+        self.print_indices = print_indices
+
     def __len__(self):
         return 64
 
     def __getitem__(self, i):
+        if self.print_indices:
+            print(f"fetched {i}", flush=True)
         ids = torch.randint(1, VOCAB, (8,), generator=torch.Generator().manual_seed(i))
         return {"input_ids": ids, "labels": ids}
 
@@ -49,6 +56,7 @@ def main():
     p.add_argument("--blow-up-at", type=int, default=2)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--learning-rate", type=float, default=1e-4)
+    p.add_argument("--print-indices", action="store_true")
     args = p.parse_args()
     model, _ = transformers_models.gpt2(overflow=False)  # the tests' tiny GPT-2
     callbacks = [BlowUp(args.blow_up_at)]
@@ -71,7 +79,10 @@ def main():
             debug="underflow_overflow" if args.mode == "reference" else "",
         )
         trainer = transformers.Trainer(
-            model=model, args=training, train_dataset=Tokens(), callbacks=callbacks
+            model=model,
+            args=training,
+            train_dataset=Tokens(args.print_indices),
+            callbacks=callbacks,
         )
         trainer.train()
     print("training finished")
