@@ -38,8 +38,9 @@ void release_late_samples(uint64_t loader);
 // A root module's forward begins `batch`: the samples each loader returned since
 // are its own -- unless a loader returned two batches or more before a forward
 // (it fetches ahead of the model): from then on that loader's batches are not
-// attributed at all, rather than to the wrong batch. A one-late loader's oldest
-// batch is its own, once the next is fetched (or there is none).
+// attributed at all, rather than to the wrong batch. A one-late loader's batch
+// before the newest it fetched is the forward's (the newest waits, older ones a
+// loop skipped are dropped); its last, once it has none left.
 void claim_pending_samples(uint64_t batch);
 
 // The entries kept of `batch` (several where several loaders fed it), oldest first.

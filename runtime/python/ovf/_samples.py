@@ -9,8 +9,8 @@ batch `__next__` returns takes the oldest. The runtime gives a batch the indices
 fetched since the model last ran, and none at all of a loader that fetched two
 batches before the model ran, rather than the wrong ones -- unless the loop
 asking is Accelerate's (its DataLoaderShard fetches the next batch before it
-hands out the current one, to know which is last): its batches are handed out
-one late, the oldest first. Indices only, never data; an
+hands out the current one, to know which is last): a forward gets the batch
+before the newest it fetched. Indices only, never data; an
 IterableDataset has none (nothing is noted), nor has a sampler whose indices are
 not integers."""
 
