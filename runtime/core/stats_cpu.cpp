@@ -38,7 +38,7 @@ const detail::ScanTable& scan_table() {
 }
 
 struct ScanFloatType {
-  detail::ScanFn fn;
+  detail::ScanPair scan;
   uint64_t inf_bits;
   detail::CountBelowFn below;
 };
@@ -122,16 +122,29 @@ Stats stats_float_bits(const TensorView& v, const ScanFloatType& t, int elem_siz
   // it is still in L1, and use its range: one pass over memory for both.
   const CastBounds* bounds = with_casts ? cast_bounds(v.dtype) : nullptr;
   uint64_t below[kCastCounts] = {};
+  // The limits inside the last span's range: the next span's statistics loop
+  // counts them (up to kFusedLimits), and count_below only what that missed.
+  uint32_t inside = 0;
   const auto scan = [&](const char* p, uint64_t n) {
     if (bounds == nullptr) {
-      t.fn(p, n, acc);
+      t.scan.scan(p, n, acc);
       return;
     }
     for (uint64_t done = 0; done < n; done += detail::kCountSpan) {
       const uint64_t m = std::min(detail::kCountSpan, n - done);
+      const char* span_data = p + done * elem_size;
+      int fused[detail::kFusedLimits];
+      int count = 0;
+      uint32_t counted = 0;
+      for (int k = 0; k < detail::kCountLimits && count < detail::kFusedLimits; ++k) {
+        if ((inside >> k) & 1u) {
+          fused[count++] = k;
+          counted |= 1u << k;
+        }
+      }
       detail::BitAcc span{t.inf_bits, 0, t.inf_bits};
-      t.fn(p + done * elem_size, m, span);
-      t.below(p + done * elem_size, m, bounds->bits, span, below);
+      t.scan.scan_counting(span_data, m, span, bounds->bits, fused, count, below);
+      inside = t.below(span_data, m, bounds->bits, span, counted, below);
       merge(acc, span);
     }
   };

@@ -22,18 +22,31 @@ struct BitAcc {
 // Scans n contiguous elements into acc.
 using ScanFn = void (*)(const void* data, uint64_t n, BitAcc& acc);
 
-// Adds to below[k], k < kCountLimits, how many of n contiguous elements have
-// abs bits below limits[k] (every limit non-zero and at most the type's Inf
-// pattern): what the cast counts are made of (cast_loss.h). `span` is those
-// elements' own scan (a BitAcc the ScanFn filled from its initial values); n is
-// at most kCountSpan.
+// The cast counts (cast_loss.h) are made of counts of elements whose abs bits
+// lie below limits[k], k < kCountLimits (every limit non-zero and at most the
+// type's Inf pattern). They are counted a span of at most kCountSpan elements
+// at a time (a span stays in L1 between the two calls below):
 constexpr int kCountLimits = 12;
-constexpr uint64_t kCountSpan = 1024;
-using CountBelowFn = void (*)(const void* data, uint64_t n, const uint64_t* limits,
-                              const BitAcc& span, uint64_t* below);
+constexpr uint64_t kCountSpan = 4096;
+// ... first a ScanFn that also adds to below[which[w]], w < count, how many
+// elements lie below those limits, in the same loop (count <= kFusedLimits);
+constexpr int kFusedLimits = 4;
+using ScanCountingFn = void (*)(const void* data, uint64_t n, BitAcc& acc, const uint64_t* limits,
+                                const int* which, int count, uint64_t* below);
+// ... then the rest: adds to below[k] for every limit not in the mask `counted`,
+// told the span's own scan (a BitAcc the scan filled from its initial values),
+// and returns the mask of the limits inside the span's range of non-zero finite
+// magnitudes (the ones worth counting in the next span's loop).
+using CountBelowFn = uint32_t (*)(const void* data, uint64_t n, const uint64_t* limits,
+                                  const BitAcc& span, uint32_t counted, uint64_t* below);
+
+struct ScanPair {
+  ScanFn scan;
+  ScanCountingFn scan_counting;
+};
 
 struct ScanTable {
-  ScanFn float64, float32, float16, bfloat16;
+  ScanPair float64, float32, float16, bfloat16;
   CountBelowFn below64, below32, below16;  // by element width
 };
 

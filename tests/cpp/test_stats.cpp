@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "stats_cpu.h"
+#include "stats_scan.h"
 
 namespace {
 
@@ -365,28 +366,54 @@ TEST(Headroom, Float16SourceAgainstFp8) {
 // What casts would lose, by hand: each value's fate in float16, bfloat16,
 // float8_e4m3fn and float8_e5m2, repeated past the scan's 8192-element chunks
 // (tests/python/test_cast_counts.py checks the same against torch's casts).
-TEST(StatsCast, Float32ValuesLoseWhatEachCastRoundsAway) {
-  const float inf = std::numeric_limits<float>::infinity();
-  const float one[] = {0.0f,   1e-8f,    3e-8f,    1e-5f, 1.0f,
-                       500.0f, 60000.0f, 65520.0f, inf,   std::nanf("")};
-  std::vector<float> data;
-  for (int i = 0; i < 2000; ++i) data.insert(data.end(), std::begin(one), std::end(one));
-  const int64_t n = static_cast<int64_t>(data.size());
-  const Stats s =
-      ovf::compute_stats_cpu(flat_view(data.data(), OVF_DTYPE_FLOAT32, n), /*with_casts=*/true);
+namespace cast_case {
+const float kInf = std::numeric_limits<float>::infinity();
+// One copy of values whose fate in each cast is known, and that fate:
+// {overflow, flush, subnormal} per target.
+const float kOne[] = {0.0f, 1e-8f, 3e-8f, 1e-5f, 1.0f, 500.0f, 60000.0f, 65520.0f, kInf, NAN};
+const uint64_t kWant[OVF_CAST_TARGETS][OVF_CAST_LOSSES] = {
+    {1, 1, 2},  // float16: 65520 ties up to inf; 1e-8 <= 2^-25 flushes; 3e-8, 1e-5 subnormal
+    {0, 0, 0},  // bfloat16: float32's range
+    {3, 3, 0},  // e4m3fn: 500 and up pass 464; everything below 2^-10 flushes
+    {1, 2, 1},  // e5m2: 65520 >= 61440; 1e-8, 3e-8 <= 2^-17 flush; 1e-5 subnormal
+};
+
+void append_copies(std::vector<float>& data, int copies) {
+  for (int i = 0; i < copies; ++i) data.insert(data.end(), std::begin(kOne), std::end(kOne));
+}
+
+void expect_copies(const std::vector<float>& data, uint64_t copies) {
+  const Stats s = ovf::compute_stats_cpu(
+      flat_view(data.data(), OVF_DTYPE_FLOAT32, static_cast<int64_t>(data.size())),
+      /*with_casts=*/true);
   ASSERT_TRUE(s.has_cast);
-  // {overflow, flush, subnormal} per target, for one copy of `one`
-  const uint64_t want[OVF_CAST_TARGETS][OVF_CAST_LOSSES] = {
-      {1, 1, 2},  // float16: 65520 ties up to inf; 1e-8 <= 2^-25 flushes; 3e-8, 1e-5 subnormal
-      {0, 0, 0},  // bfloat16: float32's range
-      {3, 3, 0},  // e4m3fn: 500 and up pass 464; everything below 2^-10 flushes
-      {1, 2, 1},  // e5m2: 65520 >= 61440; 1e-8, 3e-8 <= 2^-17 flush; 1e-5 subnormal
-  };
   for (int t = 0; t < OVF_CAST_TARGETS; ++t) {
     for (int loss = 0; loss < OVF_CAST_LOSSES; ++loss)
-      EXPECT_EQ(s.cast.at(t, loss), 2000 * want[t][loss]) << ovf::cast_target_name(t) << loss;
+      EXPECT_EQ(s.cast.at(t, loss), copies * kWant[t][loss]) << ovf::cast_target_name(t) << loss;
   }
+}
+}  // namespace cast_case
+
+// What casts would lose, by hand, repeated over many of the scan's spans
+// (tests/python/test_cast_counts.py checks the same against torch's casts).
+TEST(StatsCast, Float32ValuesLoseWhatEachCastRoundsAway) {
+  std::vector<float> data;
+  cast_case::append_copies(data, 2000);
+  cast_case::expect_copies(data, 2000);
   EXPECT_FALSE(ovf::compute_stats_cpu(TensorView{}, false).has_cast);
+}
+
+// A span's statistics loop counts the limits that were inside the previous
+// span's range: here a span of ones after spans with every limit inside (the
+// counts it makes there must be exact while its own range holds none), and
+// the wide values again after it (limits no longer in that loop: counted after).
+TEST(StatsCast, SpansOfOtherRangesCountTheSame) {
+  std::vector<float> data;
+  cast_case::append_copies(data, 410);  // crosses into the second span
+  data.insert(data.end(), 3 * ovf::detail::kCountSpan, 1.0f);
+  cast_case::append_copies(data, 410);
+  data.push_back(cast_case::kInf);  // a last, short span with a non-finite value only
+  cast_case::expect_copies(data, 820);
 }
 
 }  // namespace
