@@ -11,6 +11,7 @@
 #include "device_batch.h"
 #include "device_engine.h"
 #include "event_summary.h"
+#include "known_finite.h"
 #include "monitor.h"
 #include "op_groups.h"
 #include "op_observer.h"
@@ -276,6 +277,9 @@ PYBIND11_MODULE(_ovf, m) {
         "Test hook: waits for device statistics not arrived yet, so far.");
   m.def("_device_row_reads", &ovf::TensorStatsBatch::row_reads,
         "Test hook: device tensors whose rows were read again (rows()), so far.");
+  m.def("_known_finite_hits", &ovf::known_finite_hits,
+        "Test hook: in-place ops' written inputs on this thread judged without a scan (known "
+        "finite since an earlier op's output and unchanged), so far.");
   m.def("flush_device_frames", &ovf::flush_device_frames,
         "Waits for every frame whose device statistics are on their way and judges it "
         "(the end of a session, the process's exit): prints what it reports, never raises; "

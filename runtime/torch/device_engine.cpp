@@ -35,10 +35,10 @@ std::shared_ptr<TensorStatsBatch> new_device_batch() {
 }
 
 StatsRef request_stats(const at::Tensor& t, const TensorView& view,
-                       std::shared_ptr<TensorStatsBatch>* batch) {
+                       std::shared_ptr<TensorStatsBatch>* batch, StatsUse use) {
   StatsRef ref;
   if (!uses_device_engine(t)) {
-    ref.known = tensor_stats(t, view);
+    ref.known = tensor_stats(t, view, use);
     return ref;
   }
   if (!*batch) *batch = new_device_batch();

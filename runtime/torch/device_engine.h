@@ -12,6 +12,7 @@
 
 #include "device_batch.h"
 #include "frame_builder.h"
+#include "torch_tensor.h"
 
 namespace ovf {
 
@@ -39,9 +40,10 @@ struct StatsRef {
 
 // `tensor`'s statistics (`view`: its stats_view): computed now where it is
 // not the device engine's, else added to `*batch` (made here when null), to be
-// read after the caller submits and waits for it.
+// read after the caller submits and waits for it. `use` (torch_tensor.h) is
+// the CPU engine's: a batch counts casts for all its tensors or for none.
 StatsRef request_stats(const at::Tensor& tensor, const TensorView& view,
-                       std::shared_ptr<TensorStatsBatch>* batch);
+                       std::shared_ptr<TensorStatsBatch>* batch, StatsUse use);
 
 // A device tensor's statistics, waited for (has_stats false: not computed).
 Stats device_stats_now(const at::Tensor& tensor, ovf_dtype dtype, bool with_casts = false);

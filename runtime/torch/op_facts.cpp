@@ -91,6 +91,9 @@ OpFacts learn(const at::RecordFunction& fn) {
       const bool overwritten =
           arguments[i].name() == "out" || (i == 0 && facts.written[i] && overwrites_self(name));
       if (facts.written[i] && overwritten) facts.old_values_read[i] = false;
+      const std::string& argument = arguments[i].name();
+      if (!facts.written[i] && (argument == "running_mean" || argument == "running_var"))
+        facts.writes_unmarked = true;
     }
   }
   return facts;

@@ -33,6 +33,11 @@ struct OpFacts {
   bool makes_constant = false;
   // It draws random numbers (randn, dropout, bernoulli_): never "only constants".
   bool random = false;
+  // It writes arguments its schema does not mark as written, without moving
+  // their version counters: torch's native_batch_norm updates running_mean and
+  // running_var so (2.6 and 2.14, checked). Nothing is judged from that; only
+  // what was seen finite there is forgotten (known_finite.h).
+  bool writes_unmarked = false;
 };
 
 // The facts of the op `fn` runs. The reference stays valid for the thread's life.

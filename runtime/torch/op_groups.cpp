@@ -138,8 +138,9 @@ void drain(Drain how) {
 
 }  // namespace
 
-StatsRef stats_as_of_now(const at::Tensor& t, const TensorView& view, bool submit_now) {
-  StatsRef ref = request_stats(t, view, &t_open.open);
+StatsRef stats_as_of_now(const at::Tensor& t, const TensorView& view, StatsUse use,
+                         bool submit_now) {
+  StatsRef ref = request_stats(t, view, &t_open.open, use);
   if (submit_now && ref.batch) t_open.submit_open();
   return ref;
 }
@@ -205,8 +206,8 @@ void queue_tensor_line(const ovf_record& line, const at::Tensor& t) {
   TensorView view;
   if (!stats_view(t, &view)) return;
   OpGroup group;
-  group.lines.push_back({line, request_stats(t, view, &group.open), view.dtype, device_id_of(t),
-                         Monitor::instance().record_batch()});
+  group.lines.push_back({line, request_stats(t, view, &group.open, StatsUse::kLine), view.dtype,
+                         device_id_of(t), Monitor::instance().record_batch()});
   end_group(group);
 }
 

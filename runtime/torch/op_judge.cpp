@@ -54,7 +54,7 @@ const std::vector<Stats>& read_input_stats(EndedOp& e) {
       continue;
     }
     TensorView view;
-    if (stats_view(in, &view)) e.input_stats[i] = tensor_stats(in, view);
+    if (stats_view(in, &view)) e.input_stats[i] = tensor_stats(in, view, StatsUse::kJudging);
   }
   return e.input_stats;
 }

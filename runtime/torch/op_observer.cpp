@@ -26,6 +26,7 @@
 #include "constant_origins.h"
 #include "control.h"
 #include "device_engine.h"
+#include "known_finite.h"
 #include "module_stack.h"
 #include "monitor.h"
 #include "op_facts.h"
@@ -81,7 +82,7 @@ bool constant_nonfinite(PendingOp& op, const c10::IValue& value, bool* nan) {
   if (!t.defined() || t.dim() != 0) return false;
   TensorView view;
   if (!stats_view(t, &view)) return false;
-  const StatsRef stats = stats_as_of_now(t, view);
+  const StatsRef stats = stats_as_of_now(t, view, StatsUse::kJudging);
   if (stats.batch) {
     op.start_inputs.push_back({t, stats, /*constant_candidate=*/true});
     return false;
@@ -91,12 +92,20 @@ bool constant_nonfinite(PendingOp& op, const c10::IValue& value, bool* nan) {
   return true;
 }
 
-// An input the op writes in place: its value now, judged with the outputs.
+// An input the op writes in place: its value now, judged with the outputs; not
+// read again when it is an earlier op's output seen finite and unchanged since
+// (known_finite.h) and no collective wrote it.
 void note_start_input(PendingOp& op, const at::Tensor& t) {
+  if (received_through(t) == OVF_NO_ID && known_finite(t)) {
+    StatsRef finite;
+    finite.known.has_stats = true;  // no NaN, no Inf: all the judging reads
+    op.start_inputs.push_back({t, finite, /*constant_candidate=*/false});
+    return;
+  }
   TensorView view;
   if (!stats_view(t, &view)) return;
-  op.start_inputs.push_back(
-      {t, stats_as_of_now(t, view, /*submit_now=*/true), /*constant_candidate=*/false});
+  op.start_inputs.push_back({t, stats_as_of_now(t, view, StatsUse::kJudging, /*submit_now=*/true),
+                             /*constant_candidate=*/false});
 }
 
 // A number torch wrapped into a tensor for the op (`mask * 2.0`): a constant.
@@ -141,6 +150,7 @@ void note_collective(const at::RecordFunction& fn) {
   const c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
   if (inputs.empty()) return;
   for_each_tensor(inputs[0], [&](const at::Tensor& t) { note_received(t, facts.name_id); });
+  forget_known_finite();  // it writes without a version: any tensor may have changed
 }
 
 bool is_collective(const at::RecordFunction& fn) {
@@ -228,11 +238,15 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
       op.deliberate_nan |= nan;
       continue;
     }
+    if (op.facts->writes_unmarked) for_each_tensor(input, note_storage_written);
     const bool now = judge_all_now || (i < written.size() && written[i]);
     const bool overwritten = now && i < written.size() && !op.facts->old_values_read[i];
     for_each_tensor(input, [&](const at::Tensor& t) {
       op.operands.push_back(now ? -1 : static_cast<int32_t>(op.inputs.size()));
-      if (overwritten) return;
+      if (overwritten) {
+        note_storage_written(t);
+        return;
+      }
       if (op.only_constants && !op.facts->makes_constant && !wrapped_number(t)) {
         read_a_tensor = true;
         op.only_constants = !t.requires_grad() && origin_of(t) == Origin::kOnlyConstants;
@@ -241,6 +255,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
         op.inputs.push_back(t);
       } else {
         note_start_input(op, t);
+        note_storage_written(t);
       }
     });
   }

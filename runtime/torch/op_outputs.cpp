@@ -9,6 +9,7 @@
 
 #include "constant_origins.h"
 #include "device_engine.h"
+#include "known_finite.h"
 #include "monitor.h"
 #include "op_pending.h"
 #include "record.h"
@@ -82,7 +83,12 @@ StatsRef output_stats(const PendingOp& op, const at::Tensor& out, const TensorVi
       }
     }
   }
-  StatsRef stats = found != nullptr ? found->stats : stats_as_of_now(out, view);
+  StatsRef stats = found != nullptr ? found->stats : stats_as_of_now(out, view, StatsUse::kLine);
+  // Only what an op wrote in place: parameters, optimizer states, buffers are
+  // written again; a new tensor per op (most outputs) would fill the memory of
+  // seen tensors with dead ones, each keeping its TensorImpl allocated.
+  if (op.facts->in_place && !stats.batch && stats.known.has_stats && !stats.known.nonfinite())
+    note_finite(out);
   if (version && parent != nullptr && parent->scanned.size() < kMaxScanned)
     parent->scanned.push_back({c10::weak_intrusive_ptr<c10::TensorImpl>(out.getIntrusivePtr()),
                                *version, view.data, stats});

@@ -142,7 +142,8 @@ void for_each_tensor(const c10::IValue& value, Fn&& fn) {
 // tensor's in the current thread's group's batch (op_groups.h), which
 // `submit_now` enqueues at once (stream order then reads the value before the
 // op about to run overwrites it).
-StatsRef stats_as_of_now(const at::Tensor& t, const TensorView& view, bool submit_now = false);
+StatsRef stats_as_of_now(const at::Tensor& t, const TensorView& view, StatsUse use,
+                         bool submit_now = false);
 
 // Collects an ended op's outputs into `ended` (a cleared EndedOp; their
 // statistics requested, not waited for). `parent`: the op this one runs

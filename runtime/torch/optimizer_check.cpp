@@ -28,7 +28,7 @@ void StepCheck::add(const at::Tensor& t, const at::Tensor& param, const at::Tens
   TensorView view;
   if (!stats_view(t, &view)) return;  // no data: nothing to say of it
   reads_.push_back({param, grad, index, std::move(slot), view.dtype, device_id_of(t),
-                    request_stats(t, view, &batch_)});
+                    request_stats(t, view, &batch_, StatsUse::kLine)});
 }
 
 uint32_t StepCheck::finish() {

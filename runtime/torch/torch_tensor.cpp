@@ -86,8 +86,8 @@ bool stats_view(const at::Tensor& t, TensorView* view) {
   return uses_device_engine(t) ? device_view(t, view) : readable_view(t, view);
 }
 
-Stats tensor_stats(const at::Tensor& t, const TensorView& view) {
-  const bool with_casts = cast_counts_asked();
+Stats tensor_stats(const at::Tensor& t, const TensorView& view, StatsUse use) {
+  const bool with_casts = use == StatsUse::kLine && cast_counts_asked();
   return uses_device_engine(t) ? device_stats_now(t, view.dtype, with_casts)
                                : compute_stats_cpu(view, with_casts);
 }
@@ -96,7 +96,7 @@ ovf_record tensor_line(ovf_record_kind kind, uint32_t label_id, const at::Tensor
                        uint32_t flags) {
   TensorView view;
   Stats stats;
-  if (!stats_view(t, &view) || !(stats = tensor_stats(t, view)).has_stats)
+  if (!stats_view(t, &view) || !(stats = tensor_stats(t, view, StatsUse::kLine)).has_stats)
     return make_value_line(kind, label_id, flags | OVF_FLAG_NO_DATA);
   ovf_record line = make_line(kind, label_id, stats, view.dtype, device_id_of(t), flags);
   if (rows_wanted(stats)) set_rows(line, uses_device_engine(t) ? tensor_rows(t) : find_rows(view));
@@ -125,7 +125,7 @@ c10::optional<uint32_t> version_of(const at::Tensor& t) {
 
 bool tensor_nonfinite(const at::Tensor& t) {
   TensorView view;
-  return stats_view(t, &view) && tensor_stats(t, view).nonfinite();
+  return stats_view(t, &view) && tensor_stats(t, view, StatsUse::kJudging).nonfinite();
 }
 
 }  // namespace ovf

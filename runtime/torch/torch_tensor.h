@@ -26,8 +26,14 @@ bool readable_view(const at::Tensor& tensor, TensorView* view);
 // The view of `tensor` that the engine computing its statistics reads
 // (device_view for the device engine, readable_view for the CPU engine).
 bool stats_view(const at::Tensor& tensor, TensorView* view);
+// What statistics are read for. A line of the ring holds the cast counts when
+// they are asked for (--cast-shares); a judgement (is an op's input finite? a
+// NaN constant?) reads only the NaN and Inf counts, so on the CPU it skips them:
+// the inputs an optimizer's in-place ops write are judged before every write.
+enum class StatsUse { kLine, kJudging };
+
 // Its statistics by that engine (a device's waited for); `view` from stats_view.
-Stats tensor_stats(const at::Tensor& tensor, const TensorView& view);
+Stats tensor_stats(const at::Tensor& tensor, const TensorView& view, StatsUse use);
 
 // A tensor's statistics as a line of `kind` (make_line), or a "no data" line
 // when its memory cannot be read. A device tensor's come from the device

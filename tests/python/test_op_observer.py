@@ -131,6 +131,59 @@ def test_in_place_ops_are_judged_before_they_overwrite_their_input():
     ]
 
 
+def nonfinite_roles(ring, records):
+    return [
+        (ring.text(r.name_id), r.flags & (layout.FLAG_PRODUCER | layout.FLAG_CARRIER))
+        for r in records
+        if r.kind == layout.KIND_OP_OUTPUT and r.flags & layout.FLAG_NONFINITE
+    ]
+
+
+def test_a_written_input_seen_finite_and_unchanged_is_not_read_again():
+    class Steps(nn.Module):
+        def forward(self, x):
+            y = x.clone()  # an output seen finite
+            y.mul_(2)  # its written input: known finite, not read
+            y.add_(1)  # the same again (mul_'s output, seen finite)
+            return y.sqrt_()  # y holds a negative: read, and sqrt_ makes the NaN
+
+    before = _ovf._known_finite_hits()
+    _, ring, records = run_model(Steps(), torch.tensor([-3.0, 2.0]), ops=True)
+    assert _ovf._known_finite_hits() - before == 3
+    assert nonfinite_roles(ring, records)[0] == ("aten::sqrt_", layout.FLAG_PRODUCER)
+
+
+def test_a_write_through_another_tensor_on_the_storage_is_seen():
+    class ThroughData(nn.Module):
+        def forward(self, x):
+            y = x.clone()  # seen finite
+            z = x.log()  # the NaN, produced here
+            y.data.copy_(z)  # into y's storage, through a tensor with a version of its own
+            return y.mul_(2)  # carries it: y is read at its start, not taken as seen
+
+    _, ring, records = run_model(ThroughData(), torch.tensor([-1.0, 2.0]), ops=True)
+    roles = dict(nonfinite_roles(ring, records))
+    assert roles["aten::log"] == layout.FLAG_PRODUCER
+    assert roles["aten::mul_"] == layout.FLAG_CARRIER
+
+
+def test_batch_norms_unmarked_write_of_its_running_stats_is_seen():
+    class Norm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = nn.BatchNorm1d(1)
+
+        def forward(self, x):
+            self.bn.running_mean.mul_(1)  # seen finite, written in place
+            y = self.bn(x)  # its kernel writes inf there: no version moves, no schema says so
+            self.bn.running_mean.add_(0)  # carries it: read at its start, not taken as seen
+            return y
+
+    _, ring, records = run_model(Norm(), torch.tensor([[float("inf")], [1.0]]), ops=True)
+    roles = dict(nonfinite_roles(ring, records))
+    assert roles["aten::add_"] == layout.FLAG_CARRIER
+
+
 def test_uninitialised_memory_and_views_are_not_reported():
     class Fresh(nn.Module):
         def forward(self, x):
