@@ -4,6 +4,7 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 
 #include "torch_tensor.h"
@@ -24,22 +25,25 @@ struct Seen {
   uint64_t epoch = 0;           // forget_known_finite's count when it was seen
 };
 
-// Fixed tables, allocated once per thread: small blocks allocated per op
-// among the big ones an optimizer step frees and allocates again fragment the
-// heap (a hash map of nodes here doubled a vit_b_16 step's page faults). A
-// tensor takes the slot its address hashes to (a collision forgets the other);
-// a storage's writes are counted in a bucket it may share (a write to the other
-// storage then forgets it too: a scan more, never a wrong answer).
+// Fixed tables, allocated once: small blocks allocated per op among the big
+// ones an optimizer step frees and allocates again fragment the heap (a hash map
+// of nodes here doubled a vit_b_16 step's page faults). A tensor takes the slot
+// of its thread's table that its address hashes to (a collision forgets the
+// other). A storage's writes are counted, for every thread, in a bucket it may
+// share (a write to the other storage then forgets it too: a scan more, never a
+// wrong answer).
 constexpr size_t kSlots = 1024;
 constexpr size_t kStorageBuckets = 4096;
+std::array<std::atomic<uint64_t>, kStorageBuckets> g_storage_writes{};
+// forget_known_finite's count: entries of an earlier epoch are forgotten, on
+// every thread at once.
+std::atomic<uint64_t> g_epoch{1};
 // Each note sweeps a few slots of dead tensors, so that none keeps its
 // TensorImpl allocated for long.
 constexpr size_t kSweptPerNote = 16;
 
 struct Table {
   std::array<Seen, kSlots> seen;
-  std::array<uint64_t, kStorageBuckets> storage_writes{};
-  uint64_t epoch = 1;
   size_t sweep_at = 0;
   uint64_t hits = 0;
 };
@@ -55,10 +59,14 @@ size_t bucket(const void* address) {
                              (64 - kBits));
 }
 
-uint64_t& writes_of(const at::Tensor& t) {
+std::atomic<uint64_t>& writes_of(const at::Tensor& t) {
   const void* storage = t.has_storage() ? t.storage().unsafeGetStorageImpl() : nullptr;
-  return t_table.storage_writes[bucket<kStorageBuckets>(storage)];
+  return g_storage_writes[bucket<kStorageBuckets>(storage)];
 }
+
+// Read before an entry's other facts are taken, so that a write racing with the
+// note leaves the entry stale rather than taken as current.
+uint64_t writes_now(const at::Tensor& t) { return writes_of(t).load(std::memory_order_acquire); }
 
 void sweep_some() {
   Table& table = t_table;
@@ -79,20 +87,21 @@ void note_finite(const at::Tensor& t) {
   s.impl = WeakTensorImpl(t.getIntrusivePtr());
   s.version = *version;
   s.data = t.const_data_ptr();
-  s.storage_writes = writes_of(t);
-  s.epoch = t_table.epoch;
+  s.storage_writes = writes_now(t);
+  s.epoch = g_epoch.load(std::memory_order_acquire);
 }
 
 bool known_finite(const at::Tensor& t) {
   Table& table = t_table;
   Seen& s = table.seen[bucket<kSlots>(t.unsafeGetTensorImpl())];
-  if (s.epoch != table.epoch || s.impl._unsafe_get_target() != t.unsafeGetTensorImpl())
+  if (s.epoch != g_epoch.load(std::memory_order_acquire) ||
+      s.impl._unsafe_get_target() != t.unsafeGetTensorImpl())
     return false;
   const c10::optional<uint32_t> version = version_of(t);
   // The same address and alive: the same tensor object (the weak reference kept
   // the address from a new one).
   const bool same = !s.impl.expired() && version && *version == s.version && t.has_storage() &&
-                    t.const_data_ptr() == s.data && writes_of(t) == s.storage_writes;
+                    t.const_data_ptr() == s.data && writes_now(t) == s.storage_writes;
   if (!same) {
     s = Seen{};
     return false;
@@ -101,9 +110,11 @@ bool known_finite(const at::Tensor& t) {
   return true;
 }
 
-void note_storage_written(const at::Tensor& t) { ++writes_of(t); }
+void note_storage_written(const at::Tensor& t) {
+  writes_of(t).fetch_add(1, std::memory_order_acq_rel);
+}
 
-void forget_known_finite() { ++t_table.epoch; }
+void forget_known_finite() { g_epoch.fetch_add(1, std::memory_order_acq_rel); }
 
 uint64_t known_finite_hits() { return t_table.hits; }
 

@@ -5,12 +5,12 @@
 // several times in a row, and the step after reads them again unchanged.
 //
 // "Unchanged" is the tensor's version counter, its data pointer, and the
-// writes this thread's observed ops made into its storage: the last catch
-// writes through another tensor sharing the storage with a counter of its own
-// (`p.data.fill_(...)`). A collective writes without any of these, so it
-// forgets everything. Writes no op makes (through numpy, raw pointers, another
-// thread's unobserved ops) are not seen: the op after such a write is judged as
-// if the tensor had not changed.
+// writes observed ops made into its storage: the last catch writes through
+// another tensor sharing the storage with a counter of its own
+// (`p.data.fill_(...)`, BatchNorm's running stats). A collective writes without
+// any of these, and ops run unobserved while the op observer is off, so both
+// forget everything. Writes no op makes (through numpy, raw pointers) are not
+// seen: the op after such a write is judged as if the tensor had not changed.
 #ifndef OVF_KNOWN_FINITE_H
 #define OVF_KNOWN_FINITE_H
 
@@ -27,7 +27,7 @@ bool known_finite(const at::Tensor& tensor);
 // An observed op is about to write into `tensor`'s storage.
 void note_storage_written(const at::Tensor& tensor);
 
-// A collective may write into any tensor now.
+// A collective may write into any tensor now, or the op observer was off.
 void forget_known_finite();
 
 // How many written inputs known_finite spared a scan on this thread (a test hook).

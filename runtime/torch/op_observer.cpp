@@ -335,6 +335,7 @@ void sync_op_observer() {
   if (wanted == g_registered) return;
   std::lock_guard<std::mutex> lock(g_register_mutex);
   if (wanted && !g_registered) {
+    forget_known_finite();  // what ran while nothing was observed wrote unseen
     g_handle = at::addGlobalCallback(
         at::RecordFunctionCallback(&on_start, &on_end)
             .needsInputs(true)

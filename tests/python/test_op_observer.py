@@ -184,6 +184,22 @@ def test_batch_norms_unmarked_write_of_its_running_stats_is_seen():
     assert roles["aten::add_"] == layout.FLAG_CARRIER
 
 
+def test_what_ran_while_no_op_was_observed_is_read_again():
+    class Scale(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("state", torch.ones(3))
+
+        def forward(self, factor):
+            return self.state.mul_(factor)  # seen finite, written in place
+
+    model = Scale()
+    run_model(model, torch.tensor(1.0), ops=True)
+    model.state.data.fill_(float("nan"))  # nothing observes this write, nor moves a version
+    _, ring, records = run_model(model, torch.tensor(2.0), ops=True)
+    assert dict(nonfinite_roles(ring, records))["aten::mul_"] == layout.FLAG_CARRIER
+
+
 def test_uninitialised_memory_and_views_are_not_reported():
     class Fresh(nn.Module):
         def forward(self, x):
