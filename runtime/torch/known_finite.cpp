@@ -1,5 +1,6 @@
 #include "known_finite.h"
 
+#include <c10/core/CPUAllocator.h>
 #include <c10/core/UndefinedTensorImpl.h>
 #include <c10/util/intrusive_ptr.h>
 
@@ -59,14 +60,22 @@ size_t bucket(const void* address) {
                              (64 - kBits));
 }
 
-std::atomic<uint64_t>& writes_of(const at::Tensor& t) {
-  const void* storage = t.has_storage() ? t.storage().unsafeGetStorageImpl() : nullptr;
+std::atomic<uint64_t>& writes_of(const c10::StorageImpl* storage) {
   return g_storage_writes[bucket<kStorageBuckets>(storage)];
 }
 
-// Read before an entry's other facts are taken, so that a write racing with the
-// note leaves the entry stale rather than taken as current.
-uint64_t writes_now(const at::Tensor& t) { return writes_of(t).load(std::memory_order_acquire); }
+// Where the tensor's elements start in memory; null when its storage holds
+// none (freed, or resized to 0 by FSDP2 between uses). Never throws.
+const void* address_of(const at::Tensor& t) {
+  const auto* data = static_cast<const char*>(t.storage().data());
+  return data == nullptr ? nullptr : data + t.storage_offset() * t.itemsize();
+}
+
+// Memory from the default CPU allocator: no other tensor, process or device copy
+// writes it behind a StorageImpl of its own.
+bool own_memory(const c10::StorageImpl* storage) {
+  return storage->data_ptr().get_deleter() == c10::GetCPUAllocator()->raw_deleter();
+}
 
 void sweep_some() {
   Table& table = t_table;
@@ -79,29 +88,42 @@ void sweep_some() {
 
 }  // namespace
 
-void note_finite(const at::Tensor& t) {
+KnownFiniteMark known_finite_mark(const at::Tensor& t) {
+  KnownFiniteMark mark;
   const c10::optional<uint32_t> version = version_of(t);
-  if (!version || !t.has_storage()) return;
+  if (!version || !t.has_storage() || !own_memory(t.storage().unsafeGetStorageImpl())) return mark;
+  mark.eligible = true;
+  mark.version = *version;
+  mark.data = address_of(t);
+  mark.storage_writes =
+      writes_of(t.storage().unsafeGetStorageImpl()).load(std::memory_order_acquire);
+  mark.epoch = known_finite_epoch();
+  return mark;
+}
+
+uint64_t known_finite_epoch() { return g_epoch.load(std::memory_order_acquire); }
+
+void note_finite(const at::Tensor& t, const KnownFiniteMark& mark) {
+  if (!mark.eligible || mark.data == nullptr) return;
   sweep_some();
   Seen& s = t_table.seen[bucket<kSlots>(t.unsafeGetTensorImpl())];
   s.impl = WeakTensorImpl(t.getIntrusivePtr());
-  s.version = *version;
-  s.data = t.const_data_ptr();
-  s.storage_writes = writes_now(t);
-  s.epoch = g_epoch.load(std::memory_order_acquire);
+  s.version = mark.version;
+  s.data = mark.data;
+  s.storage_writes = mark.storage_writes;
+  s.epoch = mark.epoch;
 }
 
 bool known_finite(const at::Tensor& t) {
   Table& table = t_table;
   Seen& s = table.seen[bucket<kSlots>(t.unsafeGetTensorImpl())];
-  if (s.epoch != g_epoch.load(std::memory_order_acquire) ||
-      s.impl._unsafe_get_target() != t.unsafeGetTensorImpl())
+  if (s.epoch != known_finite_epoch() || s.impl._unsafe_get_target() != t.unsafeGetTensorImpl())
     return false;
-  const c10::optional<uint32_t> version = version_of(t);
   // The same address and alive: the same tensor object (the weak reference kept
   // the address from a new one).
-  const bool same = !s.impl.expired() && version && *version == s.version && t.has_storage() &&
-                    t.const_data_ptr() == s.data && writes_now(t) == s.storage_writes;
+  const KnownFiniteMark now = known_finite_mark(t);
+  const bool same = !s.impl.expired() && now.eligible && now.version == s.version &&
+                    now.data == s.data && now.storage_writes == s.storage_writes;
   if (!same) {
     s = Seen{};
     return false;
@@ -111,7 +133,13 @@ bool known_finite(const at::Tensor& t) {
 }
 
 void note_storage_written(const at::Tensor& t) {
-  writes_of(t).fetch_add(1, std::memory_order_acq_rel);
+  if (!t.has_storage()) return;
+  const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+  if (!own_memory(storage)) {
+    forget_known_finite();  // it may be a view of memory a noted tensor holds
+    return;
+  }
+  writes_of(storage).fetch_add(1, std::memory_order_acq_rel);
 }
 
 void forget_known_finite() { g_epoch.fetch_add(1, std::memory_order_acq_rel); }

@@ -153,6 +153,27 @@ void note_collective(const at::RecordFunction& fn) {
   forget_known_finite();  // it writes without a version: any tensor may have changed
 }
 
+// The storages an op writes that ovf does not judge (a backward op while only
+// the forward is observed, a collective's own copies): what was seen finite
+// there is no longer known (known_finite.h).
+void note_unjudged_writes(const at::RecordFunction& fn) {
+  const OpFacts& facts = op_facts(fn);
+  const std::vector<bool>& written = facts.written;
+  const bool all = facts.writes_unmarked || (written.empty() && facts.in_place);
+  size_t i = 0;
+  for (const c10::IValue& input : fn.inputs()) {
+    if (all || (i < written.size() && written[i])) for_each_tensor(input, note_storage_written);
+    ++i;
+  }
+}
+
+// A region torch.compile made: Inductor's kernels write their inputs without
+// ops (dynamo's record of the frame, AOTAutograd's autograd function).
+bool is_compiled_region(const at::RecordFunction& fn) {
+  return std::strncmp(fn.name(), "Torch-Compiled Region", 21) == 0 ||
+         std::strncmp(fn.name(), "CompiledFunction", 16) == 0;
+}
+
 bool is_collective(const at::RecordFunction& fn) {
   return std::strncmp(fn.name(), "c10d::", 6) == 0;
 }
@@ -166,6 +187,7 @@ bool is_transport_work(const at::RecordFunction& fn) {
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  if (is_compiled_region(fn)) forget_known_finite();
   if (fn.scope() == at::RecordScope::USER_SCOPE) {
     if (is_transport_work(fn)) ++t_in_collective;
     return nullptr;
@@ -179,7 +201,10 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   // The ops a collective runs on this thread (Gloo's copies into its output) are
   // the collective's own: not watched, or a copy out of its buffer would pass for
   // a value of their making (or a constant, from a buffer made by zeros).
-  if (t_in_collective > 0) return nullptr;
+  if (t_in_collective > 0) {
+    note_unjudged_writes(fn);
+    return nullptr;
+  }
   if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
     const int64_t seq = fn.seqNr();
     const ForwardOp& origin = g_forward_ops[static_cast<size_t>(seq) % kForwardOps];
@@ -192,6 +217,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   const bool backward = in_backward();
   const bool noted = !backward && fn.seqNr() >= 0 && (observe & OVF_OBSERVE_BACKWARD);
   const bool observed = observe & (backward ? OVF_OBSERVE_BACKWARD : OVF_OBSERVE_OPS);
+  if (!observed) note_unjudged_writes(fn);
   if (!noted && !observed) return nullptr;
   const uint32_t context = backward ? OVF_NO_ID : op_context(fn);
   // Every forward op with a sequence number is noted while backward is
@@ -212,6 +238,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   op.handle = fn.handle();
   op.facts = &op_facts(fn);
   op.context = context;
+  op.known_finite_epoch = known_finite_epoch();
   op.carried_in = false;
   op.carried_gradient = OVF_NO_ID;
   op.carried_collective = OVF_NO_ID;

@@ -83,12 +83,15 @@ StatsRef output_stats(const PendingOp& op, const at::Tensor& out, const TensorVi
       }
     }
   }
+  // Noted known finite: only what an op wrote in place (parameters, optimizer
+  // states and buffers are written again; a new tensor per op would fill the
+  // table with dead ones), as it was before its statistics were read, and not
+  // when something may have written unseen while the op ran (a collective in it).
+  const KnownFiniteMark mark = op.facts->in_place ? known_finite_mark(out) : KnownFiniteMark{};
   StatsRef stats = found != nullptr ? found->stats : stats_as_of_now(out, view, StatsUse::kLine);
-  // Only what an op wrote in place: parameters, optimizer states, buffers are
-  // written again; a new tensor per op (most outputs) would fill the memory of
-  // seen tensors with dead ones, each keeping its TensorImpl allocated.
-  if (op.facts->in_place && !stats.batch && stats.known.has_stats && !stats.known.nonfinite())
-    note_finite(out);
+  if (mark.eligible && mark.epoch == op.known_finite_epoch && !stats.batch &&
+      stats.known.has_stats && !stats.known.nonfinite())
+    note_finite(out, mark);
   if (version && parent != nullptr && parent->scanned.size() < kMaxScanned)
     parent->scanned.push_back({c10::weak_intrusive_ptr<c10::TensorImpl>(out.getIntrusivePtr()),
                                *version, view.data, stats});

@@ -58,6 +58,7 @@ struct PendingOp {
   at::RecordFunctionHandle handle = 0;
   const OpFacts* facts = nullptr;
   uint32_t context = OVF_NO_ID;           // the module the op runs in
+  uint64_t known_finite_epoch = 0;        // known_finite.h's at its start
   bool carried_in = false;                // an input held a NaN/Inf nobody meant (not deliberate)
   bool constant = false;                  // a NaN/Inf argument was deliberate (constant_origins.h)
   bool deliberate_nan = false;            // ... and one of those held a NaN

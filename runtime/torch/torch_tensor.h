@@ -28,8 +28,9 @@ bool readable_view(const at::Tensor& tensor, TensorView* view);
 bool stats_view(const at::Tensor& tensor, TensorView* view);
 // What statistics are read for. A line of the ring holds the cast counts when
 // they are asked for (--cast-shares); a judgement (is an op's input finite? a
-// NaN constant?) reads only the NaN and Inf counts, so on the CPU it skips them:
-// the inputs an optimizer's in-place ops write are judged before every write.
+// NaN constant?) reads only the NaN and Inf counts and skips them: the inputs an
+// optimizer's in-place ops write are judged before every write. (A device batch
+// counts casts for all its tensors or for none: request_stats ignores it there.)
 enum class StatsUse { kLine, kJudging };
 
 // Its statistics by that engine (a device's waited for); `view` from stats_view.

@@ -363,13 +363,10 @@ TEST(Headroom, Float16SourceAgainstFp8) {
             2u);
 }
 
-// What casts would lose, by hand: each value's fate in float16, bfloat16,
-// float8_e4m3fn and float8_e5m2, repeated past the scan's 8192-element chunks
-// (tests/python/test_cast_counts.py checks the same against torch's casts).
 namespace cast_case {
 const float kInf = std::numeric_limits<float>::infinity();
-// One copy of values whose fate in each cast is known, and that fate:
-// {overflow, flush, subnormal} per target.
+// One copy of values whose fate in float16, bfloat16, float8_e4m3fn and
+// float8_e5m2 is known, and that fate: {overflow, flush, subnormal} per target.
 const float kOne[] = {0.0f, 1e-8f, 3e-8f, 1e-5f, 1.0f, 500.0f, 60000.0f, 65520.0f, kInf, NAN};
 const uint64_t kWant[OVF_CAST_TARGETS][OVF_CAST_LOSSES] = {
     {1, 1, 2},  // float16: 65520 ties up to inf; 1e-8 <= 2^-25 flushes; 3e-8, 1e-5 subnormal

@@ -200,6 +200,67 @@ def test_what_ran_while_no_op_was_observed_is_read_again():
     assert dict(nonfinite_roles(ring, records))["aten::mul_"] == layout.FLAG_CARRIER
 
 
+def watching_ops(body):
+    """Runs body() with every op observed; the records it left."""
+    start = ring_now().end_seq
+    debug = ovf.DebugUnderflowOverflow(nn.Identity(), on_nan="continue", ops=True)
+    try:
+        body()
+    finally:
+        debug.remove()
+    ring = ring_now()
+    return ring, records_since(ring, start)
+
+
+def test_a_write_in_the_unobserved_backward_pass_is_seen():
+    state = torch.randn(3)
+
+    class Poison(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, grad):
+            state.data.fill_(float("nan"))  # a backward op (not observed): no version moves
+            return grad
+
+    def body():
+        state.mul_(1)  # seen finite
+        Poison.apply(torch.ones(2, requires_grad=True)).sum().backward()
+        state.add_(0)  # carries the NaN: read at its start
+
+    ring, records = watching_ops(body)
+    assert dict(nonfinite_roles(ring, records))["aten::add_"] == layout.FLAG_CARRIER
+
+
+def test_a_write_through_a_numpy_view_is_seen():
+    def body():
+        t = torch.randn(3)  # data, not a constant
+        t.mul_(2)  # seen finite
+        torch.from_numpy(t.numpy()).fill_(float("nan"))  # the same memory, another storage
+        t.add_(1)  # carries the NaN: read at its start
+
+    ring, records = watching_ops(body)
+    assert dict(nonfinite_roles(ring, records))["aten::add_"] == layout.FLAG_CARRIER
+
+
+def test_a_compiled_region_forgets_what_was_seen():
+    compiled = torch.compile(lambda x: x * 2, backend="aot_eager")
+    state = torch.ones(3)
+    compiled(torch.ones(3))  # compiled before: the region below only runs
+
+    def body():
+        state.mul_(1)  # seen finite
+        state.mul_(1)  # known: not read
+        compiled(torch.ones(3))  # Inductor's kernels could have written anything
+        state.mul_(1)  # read again
+
+    before = _ovf._known_finite_hits()
+    watching_ops(body)
+    assert _ovf._known_finite_hits() - before == 1
+
+
 def test_uninitialised_memory_and_views_are_not_reported():
     class Fresh(nn.Module):
         def forward(self, x):
