@@ -28,14 +28,23 @@ void write_stdout(const std::string& text) {
   out.attr("flush")();
 }
 
-static void flush_stdio() {
+// Flushes Python's stdout and stderr. Python delivers a pending Ctrl-C inside
+// such a call: that KeyboardInterrupt is set again (PyErr) and reported (true),
+// for a wait it must end -- swallowed, the wait after it never saw it and lasted
+// until a debugger came. Other failures to flush are not the program's concern.
+static bool flush_stdio() {
   auto sys = py::module_::import("sys");
   for (const char* stream : {"stdout", "stderr"}) {
     try {
       sys.attr(stream).attr("flush")();
-    } catch (const py::error_already_set&) {
+    } catch (py::error_already_set& e) {
+      if (e.matches(PyExc_KeyboardInterrupt)) {
+        e.restore();
+        return true;
+      }
     }
   }
+  return false;
 }
 
 static double g_wait_timeout_s =
@@ -44,7 +53,7 @@ static double g_wait_timeout_s =
 // Wait mode: until a debugger releases the process, Ctrl-C (its
 // KeyboardInterrupt is then set), or the timeout, which says so and goes on.
 static WaitEnd wait_in_python() {
-  flush_stdio();
+  if (flush_stdio()) return WaitEnd::kInterrupted;
   const WaitEnd end = wait_for_release([] { return PyErr_CheckSignals() != 0; }, g_wait_timeout_s);
   if (end == WaitEnd::kTimedOut) {
     write_stdout("ovf: no debugger released the process within " +

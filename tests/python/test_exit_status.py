@@ -89,6 +89,54 @@ def test_ctrl_c_in_the_wait_at_exit_gives_130_and_no_ignored_exception():
     ]
 
 
+SLOW_FLUSH = """
+import runpy, sys, time
+
+class SlowFlush:  # a Ctrl-C lands in the flush just before the wait, as it may under load
+    def __init__(self, out):
+        self.out, self.flushes_after_message = out, None
+    def write(self, text):
+        self.out.write(text)
+        self.out.flush()
+        if "is waiting for a debugger" in text:
+            self.flushes_after_message = 0
+        return len(text)
+    def flush(self):
+        if self.flushes_after_message is not None:
+            self.flushes_after_message += 1
+            if self.flushes_after_message == 2:  # the message's own flush, then the wait's
+                time.sleep(5)
+
+sys.stdout = SlowFlush(sys.stdout)
+sys.argv = ["ovf"] + sys.argv[1:]
+runpy.run_module("ovf", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_ctrl_c_during_the_flush_before_the_wait_ends_it():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OVF_")}
+    env.update(PYTHONPATH=PACKAGE_PARENT, OVF_TEST_DEFER=NEVER)
+    child = subprocess.Popen(
+        [PYTHON, "-c", SLOW_FLUSH, "--on-nan", "wait", TRAIN, "3", "4"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        for line in child.stdout:
+            if "is waiting for a debugger" in line:
+                break
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert child.returncode == 130, err
+    assert err.splitlines()[-1] == (
+        "ovf: the wait for a debugger was interrupted (Ctrl-C); exit status 130"
+    )
+
+
 def test_remove_raises_what_its_last_frames_call_for():
     code = textwrap.dedent(
         """
