@@ -153,10 +153,11 @@ void note_collective(const at::RecordFunction& fn) {
   forget_known_finite();  // it writes without a version: any tensor may have changed
 }
 
-// The storages an op writes that ovf does not judge (a backward op while only
+// The storages an op is about to write, judged or not (a backward op while only
 // the forward is observed, a collective's own copies): what was seen finite
-// there is no longer known (known_finite.h).
-void note_unjudged_writes(const at::RecordFunction& fn) {
+// there is no longer known (known_finite.h). A judged op's written inputs are
+// looked up first.
+void note_writes(const at::RecordFunction& fn) {
   const OpFacts& facts = op_facts(fn);
   const std::vector<bool>& written = facts.written;
   const bool all = facts.writes_unmarked || (written.empty() && facts.in_place);
@@ -202,7 +203,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   // the collective's own: not watched, or a copy out of its buffer would pass for
   // a value of their making (or a constant, from a buffer made by zeros).
   if (t_in_collective > 0) {
-    note_unjudged_writes(fn);
+    note_writes(fn);
     return nullptr;
   }
   if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
@@ -217,7 +218,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   const bool backward = in_backward();
   const bool noted = !backward && fn.seqNr() >= 0 && (observe & OVF_OBSERVE_BACKWARD);
   const bool observed = observe & (backward ? OVF_OBSERVE_BACKWARD : OVF_OBSERVE_OPS);
-  if (!observed) note_unjudged_writes(fn);
+  if (!observed) note_writes(fn);
   if (!noted && !observed) return nullptr;
   const uint32_t context = backward ? OVF_NO_ID : op_context(fn);
   // Every forward op with a sequence number is noted while backward is
@@ -265,15 +266,11 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
       op.deliberate_nan |= nan;
       continue;
     }
-    if (op.facts->writes_unmarked) for_each_tensor(input, note_storage_written);
     const bool now = judge_all_now || (i < written.size() && written[i]);
     const bool overwritten = now && i < written.size() && !op.facts->old_values_read[i];
     for_each_tensor(input, [&](const at::Tensor& t) {
       op.operands.push_back(now ? -1 : static_cast<int32_t>(op.inputs.size()));
-      if (overwritten) {
-        note_storage_written(t);
-        return;
-      }
+      if (overwritten) return;
       if (op.only_constants && !op.facts->makes_constant && !wrapped_number(t)) {
         read_a_tensor = true;
         op.only_constants = !t.requires_grad() && origin_of(t) == Origin::kOnlyConstants;
@@ -282,11 +279,11 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
         op.inputs.push_back(t);
       } else {
         note_start_input(op, t);
-        note_storage_written(t);
       }
     });
   }
   if (!op.facts->makes_constant && !read_a_tensor) op.only_constants = false;
+  note_writes(fn);
   return nullptr;
 }
 

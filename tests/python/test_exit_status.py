@@ -61,11 +61,13 @@ def test_without_deferral_the_raise_comes_in_the_batch():
     assert out.stderr.splitlines()[-1].startswith("ovf.NonFiniteError: DebugUnderflowOverflow")
 
 
-def test_ctrl_c_in_the_wait_at_exit_gives_130_and_no_ignored_exception():
+def ctrl_c_in_the_wait(*launch):
+    """Runs `launch` + ["--on-nan", "wait", TRAIN, "3", "4"], sends Ctrl-C once ovf
+    says it waits for a debugger; (exit status, stdout lines up to then, stderr)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OVF_")}
     env.update(PYTHONPATH=PACKAGE_PARENT, OVF_TEST_DEFER=NEVER)
     child = subprocess.Popen(
-        [PYTHON, "-m", "ovf", "--on-nan", "wait", TRAIN, "3", "4"],
+        [PYTHON, *launch, "--on-nan", "wait", TRAIN, "3", "4"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -78,10 +80,15 @@ def test_ctrl_c_in_the_wait_at_exit_gives_130_and_no_ignored_exception():
             if "is waiting for a debugger" in line:
                 break
         child.send_signal(signal.SIGINT)
-        rest, err = child.communicate(timeout=60)
+        _, err = child.communicate(timeout=60)
     finally:
         child.kill()
-    assert child.returncode == 130, err
+    return child.returncode, seen, err
+
+
+def test_ctrl_c_in_the_wait_at_exit_gives_130_and_no_ignored_exception():
+    status, seen, err = ctrl_c_in_the_wait("-m", "ovf")
+    assert status == 130, err
     assert "training finished\n" in seen
     assert "Exception ignored" not in err
     assert err.splitlines() == [
@@ -114,24 +121,8 @@ runpy.run_module("ovf", run_name="__main__", alter_sys=True)
 
 
 def test_ctrl_c_during_the_flush_before_the_wait_ends_it():
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OVF_")}
-    env.update(PYTHONPATH=PACKAGE_PARENT, OVF_TEST_DEFER=NEVER)
-    child = subprocess.Popen(
-        [PYTHON, "-c", SLOW_FLUSH, "--on-nan", "wait", TRAIN, "3", "4"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        for line in child.stdout:
-            if "is waiting for a debugger" in line:
-                break
-        child.send_signal(signal.SIGINT)
-        _, err = child.communicate(timeout=60)
-    finally:
-        child.kill()
-    assert child.returncode == 130, err
+    status, _, err = ctrl_c_in_the_wait("-c", SLOW_FLUSH)
+    assert status == 130, err
     assert err.splitlines()[-1] == (
         "ovf: the wait for a debugger was interrupted (Ctrl-C); exit status 130"
     )
