@@ -121,6 +121,7 @@ std::string Monitor::start_session(const SessionOptions& o) {
     acted_once_ = false;
     answered_ = false;
     raise_pending_ = raise_decided_ = false;
+    unanswered_step_ = {0, 0, 0};
     skips_in_row_ = 0;
   }
   expected_cause_seq_.store(OVF_NO_SEQ);
@@ -349,8 +350,16 @@ uint32_t Monitor::optimizer_step(FrameBuilder& frame, bool carried) {
     raw |= nonfinite_bits(records[i]);
   }
   // The step belongs to the batch whose gradients it applied.
+  const uint64_t batch = record_batch();
   const Committed done = commit(records.data(), static_cast<uint32_t>(records.size()),
-                                {record_batch(), raw, !carried, records.front().name_id});
+                                {batch, raw, !carried, records.front().name_id});
+  if (done.events & (OVF_STOP_NAN | OVF_STOP_INF)) {
+    std::lock_guard<std::mutex> lock(response_mutex_);
+    if (!answered_ && !unanswered_step_.events) {
+      unanswered_step_ = done;
+      unanswered_step_batch_ = batch;
+    }
+  }
   return done.events;
 }
 

@@ -128,6 +128,12 @@ class Monitor {
   // reports the weights, as the reference does. Returns the events.
   uint32_t optimizer_step(FrameBuilder& frame, bool carried);
 
+  // The session's end: a step's NaN/Inf that no later forward answered (the
+  // last step, a parameter no module reads) gets its response now, as the next
+  // forward's would have been (the report; a raise becomes pending, warn goes
+  // on): no program ends with status 0 after a NaN. {} when nothing is due.
+  Response answer_unanswered_step();
+
   // detect_overflow(var, ctx): `line` is the tensor's line (make_line); records
   // it as a CHECKPOINT named `ctx`, adds the reference's "ctx has nans/infs"
   // lines to `text` and returns whether it holds either.
@@ -153,6 +159,11 @@ class Monitor {
 
   // A raise decided at an op, taken once: the batch it happened in.
   bool take_pending_raise(uint64_t* batch);
+
+  // Whether --on-nan warn reported a NaN/Inf in this process and training went
+  // on: its exit status must not be 0 (the drivers' exit judges ask). Kept
+  // across sessions: a later session does not make the first NaN finite.
+  bool went_on_after_nonfinite();
 
   // Whether the control block's module glob matches this interned module path
   // (OVF_NO_ID, no module, matches only an empty glob). Thread-safe.
@@ -254,8 +265,11 @@ class Monitor {
   std::mutex response_mutex_;                 // ops respond from autograd threads too
   uint64_t report_floor_ = 0;                 // records before this seq were reported or reset
   bool acted_once_ = false;                   // WARN and WAIT act on the first event only
+  bool went_on_after_nonfinite_ = false;      // WARN reported a NaN/Inf (never reset)
   bool answered_ = false;  // an event of this session got a response (a report, an action)
   bool raise_pending_ = false;
+  Committed unanswered_step_{0, 0, 0};  // a step's NaN/Inf event no response followed yet
+  uint64_t unanswered_step_batch_ = 0;
   bool raise_decided_ = false;  // an op's raise was decided in this batch: report it once
   uint64_t raise_batch_ = 0;
   std::mutex glob_mutex_;  // module_matches runs on autograd threads too (backward ops)

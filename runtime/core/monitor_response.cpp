@@ -34,6 +34,7 @@ Response Monitor::respond(uint32_t events, uint64_t end, uint64_t batch, bool ca
     case OVF_ON_EVENT_WARN:
       if (!acted_once_) out.text = report_text(end, batch);
       acted_once_ = acted_once_ || !warning;
+      went_on_after_nonfinite_ = went_on_after_nonfinite_ || !warning;
       break;
     case OVF_ON_EVENT_ABORT:
       out.text = report_text(end, batch);
@@ -72,6 +73,24 @@ Response Monitor::respond(uint32_t events, uint64_t end, uint64_t batch, bool ca
   }
   if (!warning) report_floor_ = end;
   return out;
+}
+
+Response Monitor::answer_unanswered_step() {
+  Committed step;
+  uint64_t batch;
+  {
+    std::lock_guard<std::mutex> lock(response_mutex_);
+    step = unanswered_step_;
+    batch = unanswered_step_batch_;
+    unanswered_step_ = {0, 0, 0};
+    if (answered_ || !step.events) return {};
+  }
+  return respond(step.events, step.end, batch, /*can_raise=*/false);
+}
+
+bool Monitor::went_on_after_nonfinite() {
+  std::lock_guard<std::mutex> lock(response_mutex_);
+  return went_on_after_nonfinite_;
 }
 
 bool Monitor::take_pending_raise(uint64_t* batch) {

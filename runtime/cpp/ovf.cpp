@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <mutex>
 #include <unordered_map>
@@ -55,6 +56,22 @@ void on_op_event(const ovf_record& record, uint32_t events) {
   } catch (...) {
     // formatting failed (memory): the event stays in the ring for a debugger
   }
+}
+
+// A program that on_nan warn let go on after a NaN/Inf ends with status 1, as a
+// Python one does: a script or scheduler sees the failure the report told. An
+// exit handler registered at the first Watch (after the Monitor and the C++
+// streams exist, so it runs before they are torn down); it replaces the
+// program's own status, and flushes what std::exit would have.
+void exit_1_if_went_on() {
+  if (!Monitor::instance().went_on_after_nonfinite()) return;
+  std::cout.flush();
+  std::fflush(nullptr);
+  std::fputs(
+      "ovf: non-finite values were found (the report above) and on_nan warn let the run go on; "
+      "exit status 1\n",
+      stderr);
+  std::_Exit(1);
 }
 
 void throw_if_pending() {
@@ -104,6 +121,8 @@ Watch::Watch(torch::nn::Module& model, Options options) : state_(new State) {
     clear_modules_on_thread();
     set_op_event_handler(&on_op_event);
     sync_op_observer();
+    static const bool judged_at_exit = std::atexit(&exit_1_if_went_on) == 0;
+    (void)judged_at_exit;
     if (o.on_nan == OnNan::kAbort && !enable_core_dumps()) {
       std::fprintf(
           stderr,

@@ -285,6 +285,10 @@ PYBIND11_MODULE(_ovf, m) {
         "(the end of a session, the process's exit): prints what it reports, never raises; "
         "returns the exit status due (1: a raise no code is left to raise, 130: Ctrl-C "
         "ended a wait, 0: none).");
+  m.def(
+      "went_on_after_nonfinite", [] { return ovf::Monitor::instance().went_on_after_nonfinite(); },
+      "Whether on_nan='warn' reported a NaN/Inf in this process and training went on (the "
+      "exit judge then makes the exit status 1).");
   m.def("cuda_backend_built", &ovf::cuda_backend_built,
         "Whether this build holds the CUDA statistics backend (its torch glue).");
   m.attr("DEVICE_MODES") = py::dict(py::arg("fast") = int(OVF_DEVICE_MODE_FAST),

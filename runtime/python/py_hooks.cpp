@@ -342,6 +342,7 @@ int flush_device_frames() {
         flush_op_groups_unlocked();
       }
       act(Monitor::instance().flush_device_frames(/*can_raise=*/false));
+      act(Monitor::instance().answer_unanswered_step());
     } catch (const py::error_already_set& e) {
       if (!e.matches(PyExc_KeyboardInterrupt)) throw;
       PyErr_Clear();

@@ -152,17 +152,26 @@ TEST_F(CppApi, DetectOverflowPrintsAndThrowsAPendingRaise) {
   EXPECT_NO_THROW(watch.next_batch());  // thrown once
 }
 
-TEST_F(CppApi, WarnReportsOnce) {
-  ovf::Options options;
-  options.on_nan = ovf::OnNan::kWarn;
-  ovf::Watch watch(root, options);
-  testing::internal::CaptureStdout();
-  at::log(-x);
-  at::log(-x * 2);
-  const std::string out = testing::internal::GetCapturedStdout();
-  EXPECT_EQ(out.find("Detected inf/nan"), out.rfind("Detected inf/nan"));
-  EXPECT_NE(out.find("Detected inf/nan"), std::string::npos);
-  EXPECT_NO_THROW(watch.next_batch());
+// In a child process (a re-executed test binary): warn makes this process's exit
+// status 1, which the other tests' process must not inherit.
+TEST_F(CppApi, WarnReportsOnceTrainsOnAndTheProgramExitsWith1) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto train_on_after_a_nan = [this] {
+    ovf::Options options;
+    options.on_nan = ovf::OnNan::kWarn;
+    ovf::Watch watch(root, options);
+    testing::internal::CaptureStdout();
+    at::log(-x);
+    at::log(-x * 2);
+    const std::string out = testing::internal::GetCapturedStdout();
+    const size_t first = out.find("Detected inf/nan");
+    if (first == std::string::npos || first != out.rfind("Detected inf/nan")) std::exit(3);
+    watch.next_batch();  // no throw: warn goes on
+    std::exit(0);        // the program's own status, replaced at the exit
+  };
+  EXPECT_EXIT(train_on_after_a_nan(), testing::ExitedWithCode(1),
+              "ovf: non-finite values were found \\(the report above\\) and on_nan warn let the "
+              "run go on; exit status 1");
 }
 
 TEST_F(CppApi, TheEnvironmentOverridesOptionsOnlyWithOvfEnable) {

@@ -151,7 +151,7 @@ def test_a_job_that_trained_on_is_judged_live_with_the_receiving_rank_a_carrier(
         assert live[1] == [text.replace(line, "") for text in from_summaries], live
         assert re.fullmatch(r"rank 1 received it later \(\+\d+\.\d+ s\), as a carrier", live[1][-1])
         go.touch()
-        assert launcher.wait(timeout=TIMEOUT) == 0
+        assert launcher.wait(timeout=TIMEOUT) == 1  # warn: the ranks trained on, NaN reported
     finally:
         kill_group(launcher)
         launcher.wait()

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import time
 
+from build_paths import WENT_ON
 from harness import (
     DIVERGE,
     PACKAGE_PARENT,
@@ -178,6 +179,7 @@ def test_a_detached_debugger_hands_events_back_to_the_process(debugger, tmp_path
         proc.wait(timeout=TIMEOUT)
         text = (tmp_path / "out.txt").read_text()
         assert "Detected inf/nan during batch_number=" in text and "went on" in text, text
+        assert (proc.returncode, text.splitlines()[-1]) == (1, WENT_ON), text
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -15,6 +15,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BUILD = os.environ.get("OVF_BUILD_DIR", os.path.join(REPO, "build"))
 PYTHON = os.environ.get("OVF_PYTHON", sys.executable)
 INSTALLED = os.environ.get("OVF_TEST_INSTALLED") == "1"
+# The last line on stderr of a run that --on-nan warn let go on after a NaN/Inf (exit status 1).
+WENT_ON = (
+    "ovf: non-finite values were found (the report above) and --on-nan warn let the run go "
+    "on; exit status 1"
+)
 
 if INSTALLED:
     _spec = importlib.util.find_spec("ovf")  # without importing it (nor torch)

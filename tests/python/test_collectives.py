@@ -30,7 +30,8 @@ def job(tmp_path, *script_args):
         ),
         env=env(),
     )  # fmt: skip
-    assert out.returncode == 0, out.stdout
+    # warn: the ranks train on; one that reported a NaN still exits 1
+    assert out.returncode == (0 if "--healthy" in script_args else 1), out.stdout
     return events
 
 

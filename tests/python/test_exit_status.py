@@ -12,7 +12,7 @@ import subprocess
 import textwrap
 
 import pytest
-from build_paths import PACKAGE_PARENT, PYTHON, REPO, run_ovf_child
+from build_paths import PACKAGE_PARENT, PYTHON, REPO, WENT_ON, run_ovf_child
 
 NEVER = "1000000"
 LATE = (
@@ -45,13 +45,33 @@ def test_the_api_in_a_plain_script_gives_status_1_too():
     assert out.stderr.splitlines() == [LATE]
 
 
-def test_warn_mode_and_a_healthy_run_still_exit_0():
+def test_warn_mode_trains_on_and_exits_1_and_a_healthy_run_exits_0():
     warn = run_ovf_child(["-m", "ovf", "--on-nan", "warn", TRAIN, "3", "4"], OVF_TEST_DEFER=NEVER)
-    assert (warn.returncode, warn.stderr) == (0, "")
+    assert (warn.returncode, warn.stderr) == (1, WENT_ON + "\n")
     assert _lines_after_training(warn)[3] == "Detected inf/nan during batch_number=3"
+    assert "training finished" in warn.stdout.splitlines()
+    api = run_ovf_child([TRAIN, "3", "4", "--api", "--warn"], OVF_TEST_DEFER=NEVER)
+    assert (api.returncode, api.stderr) == (1, WENT_ON + "\n")  # its exit handler judges
     healthy = run_ovf_child(["-m", "ovf", TRAIN, "-1", "4"], OVF_TEST_DEFER=NEVER)
     assert (healthy.returncode, healthy.stderr) == (0, "")
     assert healthy.stdout.splitlines()[-2:] == ["batch 3 done", "training finished"]
+
+
+LAST_STEP = os.path.join(REPO, "tests", "python", "scripts", "last_step_nan.py")
+STEP_LINE = (
+    "ovf: the first non-finite value was written by optimizer.step (SGD) into weight "
+    "(after batch 1)"
+)
+
+
+@pytest.mark.parametrize("on_nan, last_line", [("raise", LATE), ("warn", WENT_ON)])
+def test_a_last_step_that_overflows_is_answered_at_the_exit(on_nan, last_line):
+    """No forward comes after the step that made the weights inf: its event is answered
+    when the program ends (the report, status 1), not lost with a status of 0."""
+    out = run_ovf_child(["-m", "ovf", "--on-nan", on_nan, LAST_STEP])
+    assert (out.returncode, out.stderr) == (1, last_line + "\n"), out.stderr
+    assert _lines_after_training(out)[1:3] == ["", "Detected inf/nan during batch_number=1"]
+    assert out.stdout.splitlines()[-1] == STEP_LINE
 
 
 def test_without_deferral_the_raise_comes_in_the_batch():

@@ -45,7 +45,7 @@ def _parser():
         choices=_options.ON_EVENT_CHOICES,
         default="raise",
         help=(
-            "what the first inf/nan does: raise (default), warn (report once, go on), "
+            "what the first inf/nan does: raise (default), warn (report once, go on, exit 1), "
             "abort (report, then dump core), wait (report, wait for gdb/lldb to attach)"
         ),
     )

@@ -22,7 +22,8 @@ class DebugUnderflowOverflow:
             is off inside them, as in the reference.
         abort_after_batch_num: raise ValueError once this batch has finished.
         on_nan: what the first inf/nan does without a debugger: "raise" (default,
-            the reference), "warn" (report once, go on), "abort" (report, then abort
+            the reference), "warn" (report once, go on; the process's exit status is
+            then 1), "abort" (report, then abort
             so the kernel writes a core file), "wait" (report, print attach commands,
             wait for a debugger), "continue" (only record; for debuggers).
         ops: also check the outputs of every ATen op run inside the model's forwards

@@ -45,9 +45,12 @@ def install():
             real_execve(path, argv, env)
         if _runnable(path):
             hooks = sys.modules.get("ovf._hooks")  # none loaded: nothing was watched yet
-            status = hooks.judge_pending() if hooks is not None else 0
+            status = hooks.judge_pending(at_exit=False) if hooks is not None else 0
             if status:
                 os._exit(status)
+            if hooks is not None and hooks.went_on_after_nonfinite():
+                # judged at the new program's exit (an exec keeps the process id)
+                env = {**env, hooks.WENT_ON_VARIABLE: str(os.getpid())}
             name = path if isinstance(path, int) else os.fsdecode(path)
             print(
                 f"ovf: the program execs {name}: ovf goes on in the new program "

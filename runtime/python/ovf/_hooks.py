@@ -62,14 +62,42 @@ _EXIT_LINES = {
 }
 
 
-def judge_pending():
+# A run that --on-nan warn let go on after a NaN/Inf ends with this status, so
+# that the scripts and schedulers that run it see the failure the report told.
+WENT_ON_STATUS = 1
+_WENT_ON_LINE = (
+    "ovf: non-finite values were found (the report above) and --on-nan warn let the run go "
+    "on; exit status 1"
+)
+# Set, to the process id, for a program that execs another (_exec_follow): the
+# NaN the first image reported still decides the process's exit status (an exec
+# keeps the id; the new image's children, which inherit the variable, do not).
+WENT_ON_VARIABLE = "OVF_WENT_ON_AFTER_NONFINITE"
+_went_on_judged = False
+
+
+def went_on_after_nonfinite():
+    """Whether this process (or the image it was exec'd from) reported a NaN/Inf
+    under --on-nan warn and went on."""
+    carried = os.environ.get(WENT_ON_VARIABLE) == str(os.getpid())
+    return carried or _ovf.went_on_after_nonfinite()
+
+
+def judge_pending(at_exit=True):
     """Judges what is still on its way (fast device mode's last frames, a raise
     decided at an op that no later hook delivered); returns the exit status due
-    (0: none) after printing the line that explains it."""
+    (0: none) after printing the line that explains it. At the exit (not at an
+    exec) a NaN/Inf that --on-nan warn reported makes the status 1 too."""
+    global _went_on_judged
     status = _ovf.flush_device_frames()
+    line = _EXIT_LINES.get(status)
+    if not status and at_exit and not _went_on_judged and went_on_after_nonfinite():
+        # once: python3 -m ovf exits with it, and its exit handler then has nothing to add
+        _went_on_judged = True
+        status, line = WENT_ON_STATUS, _WENT_ON_LINE
     if status:
         sys.stdout.flush()
-        print(_EXIT_LINES[status], file=sys.stderr, flush=True)
+        print(line, file=sys.stderr, flush=True)
     return status
 
 

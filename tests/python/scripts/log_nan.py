@@ -1,6 +1,6 @@
 """A Linear then a Log module: log of a negative number makes a NaN in the Log's output.
 
-    log_nan.py NAN_AT BATCHES [--api] [--exit-0] [--exec]
+    log_nan.py NAN_AT BATCHES [--api [--warn]] [--exit-0] [--exec]
     log_nan.py --wait-for FILE
 
 NAN_AT: the batch whose input is negative (-1: none), of BATCHES; each batch prints
@@ -37,7 +37,8 @@ with torch.no_grad():
 if "--api" in args:
     import ovf
 
-    ovf.DebugUnderflowOverflow(net, device_mode="fast")
+    on_nan = "warn" if "--warn" in args else "raise"
+    ovf.DebugUnderflowOverflow(net, device_mode="fast", on_nan=on_nan)
 
 
 def run_batch(nan):
