@@ -58,19 +58,35 @@ void on_op_event(const ovf_record& record, uint32_t events) {
   }
 }
 
-// A program that on_nan warn let go on after a NaN/Inf ends with status 1, as a
-// Python one does: a script or scheduler sees the failure the report told. An
-// exit handler registered at the first Watch (after the Monitor and the C++
-// streams exist, so it runs before they are torn down); it replaces the
-// program's own status, and flushes what std::exit would have.
-void exit_1_if_went_on() {
-  if (!Monitor::instance().went_on_after_nonfinite()) return;
+// The program's end, as Python's exit judge does it: a NaN/Inf whose answer came
+// too late for the program's code -- a raise decided after its last next_batch()
+// or detect_overflow(), a step's event that no later op answered -- or that
+// on_nan warn let it go on after, ends it with status 1 and one line that says
+// why: a script or scheduler sees the failure the report told. An exit handler
+// registered at the first Watch (after the Monitor and the C++ streams exist, so
+// it runs before they are torn down); it replaces the program's own status, and
+// flushes what std::exit would have.
+void judge_at_exit() {
+  Monitor& monitor = Monitor::instance();
+  const Response step = monitor.answer_unanswered_step();
+  write_stdout(step.text);
+  if (step.action == Action::kAbort) abort_now(step.message);
+  if (step.action == Action::kWait) wait_for_release(nullptr);
+  uint64_t batch = 0;
+  const char* why = nullptr;
+  if (monitor.take_pending_raise(&batch)) {
+    why =
+        "ovf: non-finite values were found after the program's last check (the report above); "
+        "exit status 1, as the throw would have given\n";
+  } else if (monitor.went_on_after_nonfinite()) {
+    why =
+        "ovf: non-finite values were found (the report above) and on_nan warn let the run go "
+        "on; exit status 1\n";
+  }
+  if (why == nullptr) return;
   std::cout.flush();
   std::fflush(nullptr);
-  std::fputs(
-      "ovf: non-finite values were found (the report above) and on_nan warn let the run go on; "
-      "exit status 1\n",
-      stderr);
+  std::fputs(why, stderr);
   std::_Exit(1);
 }
 
@@ -121,7 +137,7 @@ Watch::Watch(torch::nn::Module& model, Options options) : state_(new State) {
     clear_modules_on_thread();
     set_op_event_handler(&on_op_event);
     sync_op_observer();
-    static const bool judged_at_exit = std::atexit(&exit_1_if_went_on) == 0;
+    static const bool judged_at_exit = std::atexit(&judge_at_exit) == 0;
     (void)judged_at_exit;
     if (o.on_nan == OnNan::kAbort && !enable_core_dumps()) {
       std::fprintf(

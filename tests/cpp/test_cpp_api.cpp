@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <torch/nn/module.h>
+#include <torch/optim/sgd.h>
 
 #include <string>
 
@@ -172,6 +173,37 @@ TEST_F(CppApi, WarnReportsOnceTrainsOnAndTheProgramExitsWith1) {
   EXPECT_EXIT(train_on_after_a_nan(), testing::ExitedWithCode(1),
               "ovf: non-finite values were found \\(the report above\\) and on_nan warn let the "
               "run go on; exit status 1");
+}
+
+// The exit judge's two other cases, each in a child process as above: a raise
+// decided after the program's last check, and a step's event no later op answered.
+TEST_F(CppApi, ARaiseNoCallWasLeftToThrowEndsTheProgramWith1) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto end_after_a_nan = [this] {
+    ovf::Watch watch(root);
+    testing::internal::CaptureStdout();
+    at::log(-x);  // decided here; no next_batch() follows
+    std::exit(0);
+  };
+  EXPECT_EXIT(end_after_a_nan(), testing::ExitedWithCode(1),
+              "ovf: non-finite values were found after the program's last check \\(the report "
+              "above\\); exit status 1, as the throw would have given");
+}
+
+TEST_F(CppApi, ALastStepsNanIsAnsweredAtTheExit) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto overflow_the_last_step = [this] {
+    ovf::Options options;
+    options.ops = false;  // the step check alone sees it
+    ovf::Watch watch(root, options);
+    torch::optim::SGD sgd(root.parameters(), torch::optim::SGDOptions(1e38));
+    for (at::Tensor& p : root.parameters()) p.mutable_grad() = at::full_like(p, 1e3);
+    sgd.step();
+    watch.after_step(sgd);
+    std::exit(0);
+  };
+  EXPECT_EXIT(overflow_the_last_step(), testing::ExitedWithCode(1),
+              "after the program's last check \\(the report above\\); exit status 1");
 }
 
 TEST_F(CppApi, TheEnvironmentOverridesOptionsOnlyWithOvfEnable) {
