@@ -94,10 +94,19 @@ def run(argv, timeout=TIMEOUT, **kwargs):
 
 
 def kill_group(proc):
+    """Kills a launcher's process group and its ranks: torchrun starts each rank in a
+    session of its own, so a rank waiting for a debugger (--on-nan wait) outlived the
+    group's kill and waited on after the test, 2 GB each."""
+    ranks = rank_pids(proc.pid).values()
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    for pid in ranks:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def rank_stdout(log_dir, rank):
