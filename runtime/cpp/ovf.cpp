@@ -44,15 +44,20 @@ void write_stdout(const std::string& text) {
   std::cout << text << std::flush;
 }
 
+// The core's response, carried out: its text printed, then abort or wait (a
+// raise is pending in the Monitor, thrown by the next API call).
+void carry_out(const Response& response) {
+  write_stdout(response.text);
+  if (response.action == Action::kAbort) abort_now(response.message);
+  if (response.action == Action::kWait) wait_for_release(nullptr);  // until released
+}
+
 // The op observer's handler: the core's response, carried out at the op.
 // Must not throw.
 void on_op_event(const ovf_record& record, uint32_t events) {
   if (g_active.load(std::memory_order_acquire) == nullptr) return;
   try {
-    const Response response = Monitor::instance().respond_to_op(record, events);
-    write_stdout(response.text);
-    if (response.action == Action::kAbort) abort_now(response.message);
-    if (response.action == Action::kWait) wait_for_release(nullptr);  // until released
+    carry_out(Monitor::instance().respond_to_op(record, events));
   } catch (...) {
     // formatting failed (memory): the event stays in the ring for a debugger
   }
@@ -68,10 +73,7 @@ void on_op_event(const ovf_record& record, uint32_t events) {
 // flushes what std::exit would have.
 void judge_at_exit() {
   Monitor& monitor = Monitor::instance();
-  const Response step = monitor.answer_unanswered_step();
-  write_stdout(step.text);
-  if (step.action == Action::kAbort) abort_now(step.message);
-  if (step.action == Action::kWait) wait_for_release(nullptr);
+  carry_out(monitor.answer_unanswered_step());
   uint64_t batch = 0;
   const char* why = nullptr;
   if (monitor.take_pending_raise(&batch)) {

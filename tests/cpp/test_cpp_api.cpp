@@ -153,10 +153,18 @@ TEST_F(CppApi, DetectOverflowPrintsAndThrowsAPendingRaise) {
   EXPECT_NO_THROW(watch.next_batch());  // thrown once
 }
 
-// In a child process (a re-executed test binary): warn makes this process's exit
-// status 1, which the other tests' process must not inherit.
-TEST_F(CppApi, WarnReportsOnceTrainsOnAndTheProgramExitsWith1) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+// The program's exit status, which ovf's exit judge sets: each test ends its own
+// process (a death test; the binary re-executed, not forked with torch's threads),
+// so that the other tests' process does not inherit it.
+class CppApiExit : public CppApi {
+ protected:
+  void SetUp() override {
+    CppApi::SetUp();
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+  }
+};
+
+TEST_F(CppApiExit, WarnReportsOnceTrainsOnAndTheProgramExitsWith1) {
   const auto train_on_after_a_nan = [this] {
     ovf::Options options;
     options.on_nan = ovf::OnNan::kWarn;
@@ -175,10 +183,9 @@ TEST_F(CppApi, WarnReportsOnceTrainsOnAndTheProgramExitsWith1) {
               "run go on; exit status 1");
 }
 
-// The exit judge's two other cases, each in a child process as above: a raise
-// decided after the program's last check, and a step's event no later op answered.
-TEST_F(CppApi, ARaiseNoCallWasLeftToThrowEndsTheProgramWith1) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+// The exit judge's two other cases: a raise decided after the program's last
+// check, and a step's event no later op answered.
+TEST_F(CppApiExit, ARaiseNoCallWasLeftToThrowEndsTheProgramWith1) {
   const auto end_after_a_nan = [this] {
     ovf::Watch watch(root);
     testing::internal::CaptureStdout();
@@ -190,8 +197,7 @@ TEST_F(CppApi, ARaiseNoCallWasLeftToThrowEndsTheProgramWith1) {
               "above\\); exit status 1, as the throw would have given");
 }
 
-TEST_F(CppApi, ALastStepsNanIsAnsweredAtTheExit) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+TEST_F(CppApiExit, ALastStepsNanIsAnsweredAtTheExit) {
   const auto overflow_the_last_step = [this] {
     ovf::Options options;
     options.ops = false;  // the step check alone sees it
