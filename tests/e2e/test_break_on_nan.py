@@ -1,8 +1,18 @@
 """`ovf break-on-nan` before `run` on an unmodified script, under gdb and LLDB."""
 
+import os
 import re
 
-from harness import CUT_MARK, PYTHON, SCRIPT, between, reference_report, stop_summary
+from harness import (
+    CUT_MARK,
+    PYTHON,
+    SCRIPT,
+    TOP,
+    between,
+    clean_env,
+    reference_report,
+    stop_summary,
+)
 
 DIVERGE = ["--inf-at", "blocks.1.amp:2"]
 
@@ -121,3 +131,22 @@ def test_the_breakpoint_is_an_ordinary_one(debugger):
     )  # disabled: the run goes through
     assert debugger.breakpoint_listed(out, pending=False, enabled=False), out
     assert debugger.no_breakpoints(out)
+
+
+def test_python_m_ovf_under_the_debugger_keeps_what_break_on_nan_armed(debugger):
+    # `gdb --args python -m ovf train.py`: -m ovf's own defaults (module level, raise)
+    # replaced the armed --ops, and the bootstrap printed "ovf: not enabled: partially
+    # initialized module 'ovf._options'" while -m ovf was importing torch.
+    out = debugger.run(
+        ["ovf break-on-nan --ops", "run", "kill"],
+        program=[PYTHON, "-m", "ovf", os.path.join(TOP, "examples", "div_zero.py")],
+        env=clean_env(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"),
+        cwd=TOP,
+        timeout=300,
+    )
+    assert debugger.hits(out) == 1, out
+    assert "not enabled" not in out, out
+    assert (
+        "\novf: first non-finite value (nan) at batch 2, op aten::div in pooler, produced here\n"
+        in out
+    ), out

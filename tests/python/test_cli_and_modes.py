@@ -93,6 +93,51 @@ def test_bootstrap_reports_bad_options_in_one_line_and_leaves_the_script_alone()
     )
 
 
+# `gdb --args python -m ovf train.py` after `ovf break-on-nan --ops`: the debugger's
+# bootstrap is first on PYTHONPATH with the options it armed (OVF_ENABLE=1, OVF_*).
+LOG_OP = (
+    "ovf: the first non-finite value was produced by aten::log in 1 at nan_at_batch2.py:12 "
+    "in forward (batch 2)"
+)
+
+
+def test_python_m_ovf_in_a_session_keeps_the_options_it_was_not_given():
+    # Before: the bootstrap enabled ovf while -m ovf was importing torch ("ovf: not
+    # enabled: partially initialized module 'ovf._options'"), and -m ovf's defaults
+    # replaced the session's: ops went unobserved, 8 frames instead of 2.
+    p = run(
+        ["-m", "ovf", SCRIPT],
+        PYTHONPATH=BOOTSTRAP,
+        OVF_ENABLE="1",
+        OVF_OBSERVE="ops",
+        OVF_MAX_FRAMES="2",
+    )
+    assert p.returncode == 1, p.stderr
+    assert "not enabled" not in p.stderr, p.stderr
+    assert "\nLast 2 forward frames:\n" in p.stdout, p.stdout
+    assert LOG_OP in p.stdout.splitlines() + p.stderr.splitlines(), (p.stdout, p.stderr)
+
+
+def test_python_m_ovf_in_a_session_takes_the_options_it_was_given():
+    # typed options win even where they are -m ovf's defaults (--on-nan raise); the op
+    # levels typed are added to the session's (ops from it, backward typed)
+    p = run(
+        ["-m", "ovf", "--on-nan", "raise", "--max-frames", "3", "--backward", SCRIPT],
+        PYTHONPATH=BOOTSTRAP,
+        OVF_ENABLE="1",
+        OVF_ON_NAN="continue",
+        OVF_OBSERVE="ops",
+        OVF_MAX_FRAMES="2",
+    )
+    assert p.returncode == 1, p.stderr
+    assert "\nLast 3 forward frames:\n" in p.stdout, p.stdout
+    assert LOG_OP in p.stdout.splitlines() + p.stderr.splitlines(), (p.stdout, p.stderr)
+    assert p.stderr.rstrip().splitlines()[-1].startswith("ovf.NonFiniteError: "), p.stderr
+    # the session's own mode where none was typed: a debugger's continue (no raise, no report)
+    p = run(["-m", "ovf", SCRIPT], PYTHONPATH=BOOTSTRAP, OVF_ENABLE="1", OVF_ON_NAN="continue")
+    assert (p.returncode, p.stdout.rstrip().splitlines()[-1]) == (0, "training finished"), p
+
+
 def test_cli_rejects_bad_arguments_in_one_line():
     p = run(["-m", "ovf", "--on-nan", "explode", SCRIPT], PYTHONPATH=PACKAGE_PARENT)
     assert p.returncode == 2 and "invalid choice: 'explode'" in p.stderr

@@ -30,6 +30,19 @@ OPTION_OF = {
 }
 # What --stop may name: the kinds of value that stop the run.
 STOP_KINDS = ("nan", "inf")
+# The variables set whether or not their option was typed, and the options (argparse
+# dests) that set each: the ones a session's own value may stand for (_keep_session_options).
+SET_BY_DEFAULT = {
+    "OVF_ON_NAN": {"on_nan"},
+    "OVF_MAX_FRAMES": {"max_frames"},
+    "OVF_TRACE_BATCHES": {"trace_batches"},
+    "OVF_ABORT_AFTER": {"abort_after"},
+    "OVF_MODULE": {"module"},
+    "OVF_AFTER_BATCH": {"after_batch"},
+    "OVF_HEADROOM": {"headroom"},
+    "OVF_STOP": {"stop"},
+    "OVF_OBSERVE": {"ops", "backward", "optimizer_state", "cast_shares"},
+}
 
 
 def _parser():
@@ -202,8 +215,36 @@ def _parser():
     return p
 
 
+def _typed_options(parser, argv, args):
+    """The options the command line gave (argparse dests), typed even where the value
+    is the default: parsed again with every default suppressed (argparse keeps no
+    record of what was typed; set_defaults would feed SUPPRESS to the types)."""
+    for action in parser._actions:  # noqa: SLF001 - the only handle on the defaults
+        if action.dest in vars(args) and action.dest != "args":
+            action.default = argparse.SUPPRESS
+    return set(vars(parser.parse_args(argv)))
+
+
+def _keep_session_options(env, typed):
+    """A process of an ovf session (a debugger's `ovf break-on-nan` before `run`, an
+    exec that ovf followed: OVF_ENABLE=1 and the session's OVF_* variables) keeps
+    the session's options where the command line typed none: under `gdb --args
+    python -m ovf train.py`, `ovf break-on-nan --ops` still stops after the op.
+    The op levels typed are added to the session's."""
+    if os.environ.get("OVF_ENABLE") != "1":
+        return
+    session_observe = [kind for kind in os.environ.get("OVF_OBSERVE", "").split(",") if kind]
+    for variable, dests in SET_BY_DEFAULT.items():
+        if variable in os.environ and not dests & typed:
+            del env[variable]
+    if session_observe and "OVF_OBSERVE" in env:
+        typed_observe = [kind for kind in env["OVF_OBSERVE"].split(",") if kind]
+        env["OVF_OBSERVE"] = ",".join(dict.fromkeys(session_observe + typed_observe))
+
+
 def main(argv=None):
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     env = {
         "OVF_ON_NAN": args.on_nan,
         "OVF_MAX_FRAMES": str(args.max_frames),
@@ -224,6 +265,7 @@ def main(argv=None):
             if on
         ),
     }
+    _keep_session_options(env, _typed_options(parser, argv, args))
     if args.ring_capacity is not None:
         env["OVF_RING_CAPACITY"] = str(args.ring_capacity)
     if args.scaler_skips is not None:

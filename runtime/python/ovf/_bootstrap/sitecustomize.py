@@ -38,6 +38,8 @@ class _TorchImportHook:
 
         def exec_module(module):
             real_exec(module)
+            if _running_ovf_main():
+                return  # python -m ovf imports torch first, then enables ovf with these options
             try:
                 import ovf._auto
 
@@ -47,6 +49,14 @@ class _TorchImportHook:
 
         spec.loader.exec_module = exec_module
         return spec
+
+
+def _running_ovf_main():
+    """Whether the program is ``python -m ovf``: it imports torch before its own
+    modules are whole (enabling here would import them half made), and enables
+    ovf itself, the session's OVF_* options beside the ones it was given."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return spec is not None and spec.name == "ovf.__main__"
 
 
 def _chain_to_next_sitecustomize():
