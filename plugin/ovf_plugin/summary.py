@@ -193,6 +193,8 @@ def stop_summary(ring, event, chosen=None):
         )
         if line.diagnosis_id != layout.NO_ID:
             out.append(f"     why: {ring.text(line.diagnosis_id)}")
+        if line.verdict_id != layout.NO_ID:
+            out.append(f"     verdict: {ring.text(line.verdict_id)}")
         if line.seq == ring.header.first_nonfinite_seq:
             out += [f"     {text}" for text in samples.first_lines(ring, line, rows_always=True)]
     if event.frame is not None:

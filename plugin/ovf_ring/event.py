@@ -129,6 +129,17 @@ def line_fields(ring, event, bit, line):
     }
 
 
+def verdict_lines(ring, seq, prefix=""):
+    """["verdict: ..."] for the record `seq` where its producing op was re-run for one
+    (layout 8), else []."""
+    if seq == layout.NO_SEQ:
+        return []
+    r = ring.record(seq)
+    if isinstance(r, BadSlot) or r.verdict_id == layout.NO_ID:
+        return []
+    return [f"{prefix}verdict: {ring.text(r.verdict_id)}"]
+
+
 def describe_seq(ring, seq):
     """ "record 124, batch 2, blocks.1.amp (Amplifier) output" and the like."""
     if seq == layout.NO_SEQ:

@@ -41,6 +41,7 @@ RECORD_FIELDS = (
     ("row_extent", 220, "I"),  # layout 7: the first non-finite line's first dimension
     ("row_count", 224, "I"),  # ... its rows holding a NaN/Inf
     ("rows", 228, f"{ROWS_KEPT}I"),  # ... the first of them, one tuple
+    ("verdict_id", 252, "I"),  # layout 8: a producing op re-run on its inputs, in one line
 )
 
 CONTROL_FIELDS = (

@@ -192,6 +192,7 @@ def summary(ring, host=None):
         "line": line or None,
         "what": what(ring, r),
         "why": ring.text(r.diagnosis_id) if op and r.diagnosis_id != layout.NO_ID else None,
+        "verdict": ring.text(r.verdict_id) if op and r.verdict_id != layout.NO_ID else None,
         "samples": shown.get("samples", []),
         "rows": rows,
     }

@@ -40,11 +40,11 @@ from .fields import (  # noqa: F401 (GLOB_SIZE, MAX_TRACE_BATCHES: part of the l
 
 MAGIC = 0x474E49522D46564F  # "OVF-RING" as a little-endian u64
 MAGIC_BYTES = struct.pack("<Q", MAGIC)
-LAYOUT_VERSION = 7
+LAYOUT_VERSION = 8
 HEADER_SIZE = 1024
 RECORD_SIZE = 256
 # every layout version this reader knows
-RECORD_SIZES = {1: 128, 2: 192, 3: 192, 4: 192, 5: 192, 6: 256, 7: 256}
+RECORD_SIZES = {1: 128, 2: 192, 3: 192, 4: 192, 5: 192, 6: 256, 7: 256, 8: 256}
 CONTROL_OFFSET = 256
 CONTROL_SIZE = 640
 NO_SEQ = 0xFFFFFFFFFFFFFFFF
@@ -263,11 +263,14 @@ def _fields_before(name):
     return RECORD_FIELDS[: [n for n, _, _ in RECORD_FIELDS].index(name)]
 
 
-# Version 6: the fields before the rows, in 256 bytes; versions 2 to 5: the fields
-# before cast_counts, in 192 bytes; version 1: the same fields up to aux_id, in 128.
+# Version 7: the fields before the verdict, in 256 bytes; version 6: the fields before
+# the rows; versions 2 to 5: the fields before cast_counts, in 192 bytes; version 1: the
+# same fields up to aux_id, in 128.
+_RECORD_V7_FIELDS = _fields_before("verdict_id")
 _RECORD_V6_FIELDS = _fields_before("row_extent")
 _RECORD_V2_FIELDS = _fields_before("cast_counts")
 _RECORD_V1_FIELDS = RECORD_FIELDS[: len(_fields_before("aux_id")) + 1]
+_RECORD_V7_STRUCT, _ = _table(_RECORD_V7_FIELDS, RECORD_SIZES[7])
 _RECORD_V6_STRUCT, _ = _table(_RECORD_V6_FIELDS, RECORD_SIZES[6])
 _RECORD_V2_STRUCT, _ = _table(_RECORD_V2_FIELDS, RECORD_SIZES[2])
 _RECORD_V1_STRUCT, _ = _table(_RECORD_V1_FIELDS, RECORD_SIZES[1])
@@ -276,7 +279,12 @@ _HEADER_ONLY_STRUCT, HEADER_OFFSETS = _table(HEADER_FIELDS, CONTROL_OFFSET)
 # The fixed part of a record is (seq, frame_seq, ...): one tuple per record.
 Record = namedtuple("Record", [name for name, _, _ in RECORD_FIELDS])
 # What the fields a layout did not have read as (zero else).
-_ABSENT = {"cause_seq": NO_SEQ, "cast_counts": (0,) * 12, "rows": (0,) * ROWS_KEPT}
+_ABSENT = {
+    "cause_seq": NO_SEQ,
+    "cast_counts": (0,) * 12,
+    "rows": (0,) * ROWS_KEPT,
+    "verdict_id": NO_ID,
+}
 
 
 def _width(code):
@@ -346,8 +354,10 @@ def decode_header(data):
 
 def _record_table(version):
     """(struct, fields) of a record in layout `version`."""
-    if version >= 7:
+    if version >= 8:
         return RECORD_STRUCT, RECORD_FIELDS
+    if version == 7:
+        return _RECORD_V7_STRUCT, _RECORD_V7_FIELDS
     if version == 6:
         return _RECORD_V6_STRUCT, _RECORD_V6_FIELDS
     if version != 1:

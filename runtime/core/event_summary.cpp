@@ -152,6 +152,7 @@ std::string event_summary_json(const ovf_record& first, uint32_t events, const s
   out += ", \"line\": " + (line.empty() ? std::string("null") : json_string(line));
   out += ", \"what\": " + json_string(what_happened(first));
   out += ", \"why\": " + (op ? json_text_or_null(first.diagnosis_id) : std::string("null"));
+  out += ", \"verdict\": " + (op ? json_text_or_null(first.verdict_id) : std::string("null"));
   out += ", \"samples\": [";
   const auto samples = samples_of_batch(first.batch);
   for (size_t i = 0; i < samples.size(); ++i) {

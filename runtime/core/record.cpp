@@ -14,6 +14,7 @@ ovf_record blank_record(ovf_record_kind kind) {
   r.aux_id = OVF_NO_ID;
   r.diagnosis_id = OVF_NO_ID;
   r.location_id = OVF_NO_ID;
+  r.verdict_id = OVF_NO_ID;
   r.cause_seq = OVF_NO_SEQ;
   r.device_index = -1;
   return r;

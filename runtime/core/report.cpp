@@ -278,6 +278,7 @@ std::string describe_nonfinite(const ovf_record* first, const std::string& what)
             : "ovf: " + what + " was produced by " + text(first->name_id) + " in " +
                   module(first->context_id) + user_line(*first) + " (batch " + batch + ")\n";
     if (first->diagnosis_id != OVF_NO_ID) line += "ovf: why: " + text(first->diagnosis_id) + "\n";
+    if (first->verdict_id != OVF_NO_ID) line += "ovf: verdict: " + text(first->verdict_id) + "\n";
     return line;
   }
   if (first->kind == OVF_KIND_BUFFER) {

@@ -3,6 +3,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/function_schema.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -95,6 +96,10 @@ OpFacts learn(const at::RecordFunction& fn) {
       if (!facts.written[i] && (argument == "running_mean" || argument == "running_var"))
         facts.writes_unmarked = true;
     }
+    facts.rerun =
+        std::strncmp(name, "aten::", 6) == 0 && !facts.in_place && !facts.random &&
+        !facts.writes_no_values && !facts.writes_unmarked &&
+        std::none_of(facts.written.begin(), facts.written.end(), [](bool w) { return w; });
   }
   return facts;
 }

@@ -38,6 +38,12 @@ struct OpFacts {
   // running_var so (2.6 and 2.14, checked). Nothing is judged from that; only
   // what was seen finite there is forgotten (known_finite.h).
   bool writes_unmarked = false;
+  // Run again on the same arguments for a verdict (op_verdict.h): an ATen op
+  // (another namespace's may talk to other ranks, _c10d_functional's do, or have
+  // effects of its own) whose schema is known, that writes no argument and draws
+  // no random numbers (a re-run would not see the inputs the op saw, or would make
+  // other values by design).
+  bool rerun = false;
 };
 
 // The facts of the op `fn` runs. The reference stays valid for the thread's life.

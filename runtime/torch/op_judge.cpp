@@ -14,6 +14,7 @@
 #include "monitor.h"
 #include "op_observer.h"
 #include "op_pending.h"
+#include "op_verdict.h"
 #include "parameters.h"
 #include "record.h"
 #include "ring_writer.h"
@@ -240,6 +241,7 @@ void judge_op(EndedOp& e, EndedOp* parent) {
     r.aux_id = e.has_node ? e.node.forward_op_id
                           : (role == OVF_FLAG_CARRIER ? op.carried_gradient : OVF_NO_ID);
     r.diagnosis_id = diagnosis;
+    if (role == OVF_FLAG_PRODUCER && !e.expecting) r.verdict_id = op_verdict(e, line, s);
     r.location_id = e.has_node ? e.node.location_id : e.location_id;
     set_rows(r, rows);
     // Only non-finite values wait: an inner op may write an intermediate value

@@ -32,6 +32,7 @@
 #include "op_facts.h"
 #include "op_groups.h"
 #include "op_pending.h"
+#include "op_verdict.h"
 #include "parameters.h"
 #include "stats_cpu.h"
 #include "torch_tensor.h"
@@ -188,6 +189,7 @@ bool is_transport_work(const at::RecordFunction& fn) {
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  if (rerunning()) return nullptr;
   if (is_compiled_region(fn)) forget_known_finite();
   if (fn.scope() == at::RecordScope::USER_SCOPE) {
     if (is_transport_work(fn)) ++t_in_collective;
@@ -254,6 +256,11 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   op.operands.clear();
   op.start_inputs.clear();
   op.scanned.clear();
+  op.arguments.clear();
+  if (op.facts->rerun) {
+    op.arguments.assign(fn.inputs().begin(), fn.inputs().end());
+    op.overload = fn.overload_name();
+  }
   const std::vector<bool>& written = op.facts->written;
   // Without a schema, an in-place op's inputs are judged before it writes them.
   const bool judge_all_now = written.empty() && op.facts->in_place;
@@ -297,6 +304,7 @@ uint32_t program_location() {
 namespace {
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
+  if (rerunning()) return;
   if (fn.scope() == at::RecordScope::USER_SCOPE) {
     if (is_transport_work(fn) && t_in_collective > 0) --t_in_collective;
     return;
@@ -337,6 +345,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
   op.inputs.clear();  // release the references now, not when the slot is reused
   op.start_inputs.clear();
   op.scanned.clear();
+  op.arguments.clear();
   t_depth = i - 1;
   if (t_depth > 0) return;
   try {

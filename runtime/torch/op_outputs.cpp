@@ -105,6 +105,7 @@ void EndedOp::clear() {
   op.operands.clear();
   op.start_inputs.clear();
   op.scanned.clear();
+  op.arguments.clear();
   parent = 0;
   has_node = false;
   backward = false;
@@ -139,6 +140,7 @@ void end_op(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent,
     e.outputs.emplace_back();
     OutputLine& line = e.outputs.back();
     line.label_id = output_label_id(i, outputs.size());
+    line.output_index = static_cast<uint32_t>(i);
     if (out.has_storage()) line.storage = out.storage().getWeakStorageImpl();
     TensorView view;
     line.readable = stats_view(out, &view);
@@ -181,6 +183,8 @@ void end_op(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent,
   std::swap(e.op.inputs, op.inputs);
   std::swap(e.op.operands, op.operands);
   std::swap(e.op.start_inputs, op.start_inputs);
+  std::swap(e.op.arguments, op.arguments);
+  e.op.overload = op.overload;
   for (const at::Tensor& in : e.op.inputs)
     e.input_versions.push_back(version_of(in).value_or(kNoVersion));
   // Where the outputs' values are known now, a non-finite one has its inputs

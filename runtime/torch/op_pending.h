@@ -74,6 +74,10 @@ struct PendingOp {
   std::vector<int32_t> operands;
   std::vector<StartInput> start_inputs;  // judged with the outputs
   std::vector<ScannedOutput> scanned;    // by the ops nested in this one
+  // Its arguments as it was called (facts->rerun only): a producer is run on them
+  // again for its verdict (op_verdict.h). `overload`: the schema's overload name.
+  std::vector<c10::IValue> arguments;
+  const char* overload = "";
 };
 
 // A backward node (e.g. LogBackward0) whose inner ops are running.
@@ -87,7 +91,8 @@ struct BackwardNode {
 // One output of an ended op, until it is judged.
 struct OutputLine {
   uint32_t label_id = OVF_NO_ID;
-  bool readable = false;  // a view ovf reads (else it only returns a held value)
+  uint32_t output_index = 0;  // its place among the op's output tensors
+  bool readable = false;      // a view ovf reads (else it only returns a held value)
   ovf_dtype dtype = OVF_DTYPE_UNKNOWN;
   DeviceId device{};
   bool zeros = false;  // known to be zeros: no statistics read

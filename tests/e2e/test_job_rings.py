@@ -72,6 +72,8 @@ def producer_lines(line_no):
         rf"{line_no} in forward \(batch 0\)",
         r"  why: aten::mul overflow: results exceed float32's max 3\.40e\+38 \(largest input abs"
         r" max 4\.78e\+29\)",
+        r"  verdict: finite in float64 \(abs max \d\.\d\de\+\d\d\): float32's range or precision"
+        r" here",
         rf"  the first non-finite value \(batch 0\) is in row 0 of 4 along its first dimension:"
         rf" dataset index {BAD} \(Squares\)",
         rf"  batch 0 held dataset indices {BAD}, 10, 47, 31 \(Squares, 4 of 4\)",

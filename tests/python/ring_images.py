@@ -118,6 +118,7 @@ class RingBuilder:
             abs_min_nonzero=math.inf,
             cast_counts=(0,) * 12,
             rows=(0,) * layout.ROWS_KEPT,
+            verdict_id=layout.NO_ID,
         )
         values.update(fields)
         slot = self.seq % self.capacity

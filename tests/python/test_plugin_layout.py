@@ -59,6 +59,7 @@ int main() {
   F(ovf_record, row_extent);
   F(ovf_record, row_count);
   F(ovf_record, rows);
+  F(ovf_record, verdict_id);
   first = true;
   std::printf("], \"control\": [");
   F(ovf_control, generation);

@@ -26,7 +26,7 @@ extern "C" {
 // "OVF-RING" read as a little-endian u64. Written at start-up, not stored in
 // .rodata as a string, so a memory scan for it finds the live state first.
 #define OVF_MAGIC 0x474e49522d46564fULL
-#define OVF_LAYOUT_VERSION 7u
+#define OVF_LAYOUT_VERSION 8u
 #define OVF_HEADER_SIZE 1024u
 #define OVF_RECORD_SIZE 256u  // 192 in layouts 2-5, 128 in layout 1
 #define OVF_CONTROL_OFFSET 256u
@@ -199,7 +199,11 @@ typedef struct ovf_record {
   uint32_t row_extent;           // 220 the first dimension's size
   uint32_t row_count;            // 224 rows holding a NaN or an Inf
   uint32_t rows[OVF_ROWS_KEPT];  // 228 the first of them, ascending (min(row_count, 6) used)
-  uint8_t reserved[OVF_RECORD_SIZE - 252];  // 252 zero; room to grow (bump the version)
+  // Layout 8: a producing OP_OUTPUT's verdict, in one line: the op re-run on its own
+  // inputs, on its device and in float64 ("finite in float64 ...: float32's range here");
+  // OVF_NO_ID: none given (zero bytes, read as none, in earlier layouts).
+  uint32_t verdict_id;  // 252; the last of OVF_RECORD_SIZE's bytes: a field more makes
+                        //      the record longer (a new record_size, the version bumped)
 } ovf_record;
 
 // The part of the state a debugger may write (and only this part). The runtime

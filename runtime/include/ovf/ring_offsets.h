@@ -41,7 +41,7 @@ static_assert(offsetof(ovf_record, cast_counts) == 172, "layout");
 static_assert(offsetof(ovf_record, row_extent) == 220, "layout");
 static_assert(offsetof(ovf_record, row_count) == 224, "layout");
 static_assert(offsetof(ovf_record, rows) == 228, "layout");
-static_assert(offsetof(ovf_record, reserved) == 252, "layout");
+static_assert(offsetof(ovf_record, verdict_id) == 252, "layout");
 
 static_assert(sizeof(ovf_control) == OVF_CONTROL_SIZE, "control block size is part of the layout");
 static_assert(offsetof(ovf_control, enabled) == 4, "layout");

@@ -185,6 +185,8 @@ def verdict(summaries, clean=(), clean_lines=()):
     lines.append(f"  {first.what}")
     if first.data.get("why"):
         lines.append(f"  why: {first.why}")
+    if first.data.get("verdict"):
+        lines.append(f"  verdict: {first.verdict}")
     rows = first.data.get("rows")
     # as the report has them: only where the batch's samples are known
     if isinstance(rows, dict) and isinstance(rows.get("text"), str) and first.data.get("samples"):
