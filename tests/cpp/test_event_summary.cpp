@@ -36,6 +36,7 @@ ovf_record op_output(const char* op, const char* module) {
   r.aux_id = OVF_NO_ID;
   r.location_id = OVF_NO_ID;
   r.diagnosis_id = OVF_NO_ID;
+  r.verdict_id = OVF_NO_ID;
   return r;
 }
 
@@ -45,6 +46,8 @@ TEST(EventSummary, AnOpThatProducedTheValue) {
   ovf_state.world_size = 8;
   ovf_record r = op_output("aten::exp", "blocks.1.amp");
   r.diagnosis_id = ovf::intern("aten::exp of 2 values above 88.7 (float32 overflow)");
+  r.verdict_id =
+      ovf::intern("finite in float64 (abs max 1.00e+39): float32's range or precision here");
   EXPECT_EQ(ovf::event_summary_json(r, OVF_STOP_INF, "model.py:88 in forward"),
             "{\"ovf_event_summary\": 1, \"rank\": 3, \"local_rank\": 1, \"world_size\": 8, "
             "\"host\": \"" +
@@ -54,7 +57,8 @@ TEST(EventSummary, AnOpThatProducedTheValue) {
                 "\"module\": \"blocks.1.amp\", \"line\": \"model.py:88 in forward\", \"what\": "
                 "\"the first non-finite value was produced by aten::exp in blocks.1.amp (batch "
                 "17)\", \"why\": \"aten::exp of 2 values above 88.7 (float32 overflow)\", "
-                "\"samples\": [], \"rows\": null}\n");
+                "\"verdict\": \"finite in float64 (abs max 1.00e+39): float32's range or precision "
+                "here\", \"samples\": [], \"rows\": null}\n");
 }
 
 TEST(EventSummary, ACarriedValueAndAHostileModuleName) {
@@ -70,7 +74,8 @@ TEST(EventSummary, ACarriedValueAndAHostileModuleName) {
             std::string::npos)
       << json;
   EXPECT_NE(json.find("\"line\": null"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"why\": null, \"samples\": [], \"rows\": null}"), std::string::npos)
+  EXPECT_NE(json.find("\"why\": null, \"verdict\": null, \"samples\": [], \"rows\": null}"),
+            std::string::npos)
       << json;
   EXPECT_NE(json.find("\"rank\": -1, \"local_rank\": -1, \"world_size\": 1"), std::string::npos);
 }
