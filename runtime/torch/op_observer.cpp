@@ -109,6 +109,20 @@ void note_start_input(PendingOp& op, const at::Tensor& t) {
                              /*constant_candidate=*/false});
 }
 
+// The overload of the op `fn` runs, into `out` (its capacity reused): torch 2.14
+// names it without a copy; 2.6's RecordFunction has no overload_name(), only a
+// copy of the whole OperatorName.
+template <typename Fn>
+auto note_overload(const Fn& fn, std::string& out, int /*preferred*/)
+    -> decltype(void(fn.overload_name())) {
+  out.assign(fn.overload_name());
+}
+template <typename Fn>
+void note_overload(const Fn& fn, std::string& out, long /*fallback*/) {
+  const auto name = fn.operator_name();
+  out.assign(name ? name->overload_name : std::string());
+}
+
 // A number torch wrapped into a tensor for the op (`mask * 2.0`): a constant.
 bool wrapped_number(const at::Tensor& t) { return t.unsafeGetTensorImpl()->is_wrapped_number(); }
 
@@ -259,7 +273,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   op.arguments.clear();
   if (op.facts->rerun) {
     op.arguments.assign(fn.inputs().begin(), fn.inputs().end());
-    op.overload = fn.overload_name();
+    note_overload(fn, op.overload, 0);
   }
   const std::vector<bool>& written = op.facts->written;
   // Without a schema, an in-place op's inputs are judged before it writes them.

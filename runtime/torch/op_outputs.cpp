@@ -184,7 +184,7 @@ void end_op(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent,
   std::swap(e.op.operands, op.operands);
   std::swap(e.op.start_inputs, op.start_inputs);
   std::swap(e.op.arguments, op.arguments);
-  e.op.overload = op.overload;
+  std::swap(e.op.overload, op.overload);
   for (const at::Tensor& in : e.op.inputs)
     e.input_versions.push_back(version_of(in).value_or(kNoVersion));
   // Where the outputs' values are known now, a non-finite one has its inputs

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "device_engine.h"
@@ -75,9 +76,10 @@ struct PendingOp {
   std::vector<StartInput> start_inputs;  // judged with the outputs
   std::vector<ScannedOutput> scanned;    // by the ops nested in this one
   // Its arguments as it was called (facts->rerun only): a producer is run on them
-  // again for its verdict (op_verdict.h). `overload`: the schema's overload name.
+  // again for its verdict (op_verdict.h). `overload`: the schema's overload name
+  // (the facts are learnt per name: add.Tensor's and add.Scalar's are one).
   std::vector<c10::IValue> arguments;
-  const char* overload = "";
+  std::string overload;
 };
 
 // A backward node (e.g. LogBackward0) whose inner ops are running.
