@@ -2,19 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <initializer_list>
 
 #include "report.h"
 
 namespace ovf {
 namespace {
-
-std::string e2(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2e", x);
-  return buf;
-}
 
 bool is(const std::string& op, std::initializer_list<const char*> names) {
   for (const char* n : names) {
@@ -103,17 +96,17 @@ std::string diagnose(const std::string& op, const Operand& out,
   if (is(op, {"exp", "exp_", "exp2", "expm1", "cosh", "sinh"}) && first != nullptr &&
       first->has_stats && top > 0) {
     const double limit = std::log(top) / (is(op, {"exp2"}) ? std::log(2.0) : 1.0);
-    return op + " overflow: input abs max " + e2(first->abs_max) + " > " +
+    return op + " overflow: input abs max " + format_2e(first->abs_max) + " > " +
            format_g(std::round(limit * 10) / 10) + " (" + dtype_name(out.dtype) + ")";
   }
   if (is(op, {"to", "_to_copy", "copy_", "type_as", "half", "bfloat16"}) && top > 0 &&
       largest_input(inputs) > top) {
-    return op + " to " + dtype_name(out.dtype) + ": input abs max " + e2(largest_input(inputs)) +
-           " > " + format_g(top);
+    return op + " to " + dtype_name(out.dtype) + ": input abs max " +
+           format_2e(largest_input(inputs)) + " > " + format_g(top);
   }
   if (o.pos_inf_count + o.neg_inf_count && !o.nan_count && top > 0) {
-    return op + " overflow: results exceed " + dtype_name(out.dtype) + "'s max " + e2(top) +
-           " (largest input abs max " + e2(largest_input(inputs)) + ")";
+    return op + " overflow: results exceed " + dtype_name(out.dtype) + "'s max " + format_2e(top) +
+           " (largest input abs max " + format_2e(largest_input(inputs)) + ")";
   }
   // A NaN from deliberate infinities (op_observer.cpp: masks never make NaN).
   const bool softmax = is(op, {"softmax", "_softmax", "log_softmax", "_log_softmax"});

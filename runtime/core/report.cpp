@@ -48,6 +48,12 @@ std::string format_8_2e(double x) {
   return buf;
 }
 
+std::string format_2e(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2e", x);
+  return buf;
+}
+
 std::string format_g(double x, int digits) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.*g", digits, x);

@@ -14,6 +14,9 @@ namespace ovf {
 // Python's format(x, "8.2e"): "nan" never "-nan", "inf", "-inf".
 std::string format_8_2e(double x);
 
+// printf's "%.2e" (1.28e+06), as why-lines and verdicts give magnitudes.
+std::string format_2e(double x);
+
 // printf's "%g" (Python's format(x, "g") for finite x): 65536, 0.5, 1.5e+20;
 // `digits` significant digits ("%.3g": 3.4e+38).
 std::string format_g(double x, int digits = 6);

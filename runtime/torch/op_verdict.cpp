@@ -10,10 +10,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
 #include <string>
 #include <vector>
 
+#include "report.h"
 #include "ring_writer.h"
 
 namespace ovf {
@@ -32,12 +32,6 @@ struct Counts {
 
 std::string text(const Counts& c) {
   return std::to_string(c.nan) + " nan and " + std::to_string(c.inf) + " inf";
-}
-
-std::string e2(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2e", x);
-  return buf;
 }
 
 Counts counts_of(const at::Tensor& t) {
@@ -131,8 +125,8 @@ uint32_t verdict(const EndedOp& e, const OutputLine& line, const Stats& made,
     return intern("non-finite in float64 too (" + text(counts) +
                   "): the math itself on these inputs, not this op's precision");
   const double abs_max = exact.numel() > 0 ? exact.abs().max().item<double>() : 0.0;
-  return intern("finite in float64 (abs max " + e2(abs_max) + "): " + dtype_name(line.dtype) +
-                "'s range or precision here");
+  return intern("finite in float64 (abs max " + format_2e(abs_max) +
+                "): " + dtype_name(line.dtype) + "'s range or precision here");
 }
 
 }  // namespace
