@@ -72,11 +72,20 @@ def test_a_rank_killed_before_it_joins_is_named(tmp_path):
 
 
 def test_a_rank_killed_in_the_all_reduce_is_named(tmp_path):
-    # Rank 1 joins, then dies the moment it enters the all_reduce.
+    # Rank 1 joins, waits until rank 0 has allocated too (else, under load, rank 0 can
+    # still be in init_process_group's connection round when rank 1 dies, and fail there),
+    # then dies the moment it enters the all_reduce.
     (tmp_path / "die.py").write_text(
-        "import os, signal, sys\nimport torch.distributed as dist\n"
+        "import os, signal, sys, time\nimport torch.distributed as dist\n"
+        "from ovf import netcheck\n"
+        "reached = netcheck.Check.reached\n"
+        "def wait_for_rank_0(check, phase):\n"
+        "    reached(check, phase)\n"
+        "    while phase == 'allocated' and check.store.add(netcheck.STEPS.format(0), 0) < 3:\n"
+        "        time.sleep(0.01)\n"
+        "netcheck.Check.reached = wait_for_rank_0\n"
         "dist.all_reduce = lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL)\n"
-        "from ovf import netcheck\nsys.exit(netcheck.main())\n"
+        "sys.exit(netcheck.main())\n"
     )
     rank1 = f'exec {PYTHON} {tmp_path / "die.py"} "$@"'
     out = run(
@@ -92,6 +101,42 @@ def test_a_rank_killed_in_the_all_reduce_is_named(tmp_path):
         rf"{re.escape(HOST)} did not answer \(last step: allocated\)",
         lines[0],
     ), lines
+
+
+def _check_beside_rank_1(rank1_steps, rank1_alive):
+    """Rank 0's check at step 'joined' in a world of 2, with a real (in-process) store in
+    which rank 1 got `rank1_steps` steps far and, if `rank1_alive`, signed in as alive."""
+    import torch.distributed as dist
+    from ovf import netcheck
+
+    check = netcheck.Check(argparse.Namespace(timeout=60.0), 0, 2)
+    check.store, check.phase = dist.HashStore(), "joined"
+    check.store.set(netcheck.HOST.format(1), "node1")
+    check.store.add(netcheck.STEPS.format(1), rank1_steps)
+    if rank1_alive:
+        check.store.add(netcheck.ALIVE.format(1), 1)
+    return check
+
+
+GLOO_CLOSED = "[gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:40047"
+
+
+def test_a_rank_dead_further_on_than_this_one_is_named_after_a_backend_error():
+    # What CI's load once made: rank 1 finished init_process_group, allocated and was killed
+    # in the all_reduce while rank 0 was still connecting; the step counts alone said
+    # "every rank got this far and is alive".
+    from ovf.netcheck import failure
+
+    said = failure(_check_beside_rank_1(3, False), RuntimeError(GLOO_CLOSED))
+    assert said == (
+        f"{GLOO_CLOSED} (after step 'joined'); rank 1 on node1 did not answer (last step: "
+        "allocated)"
+    )
+    said = failure(_check_beside_rank_1(3, True), RuntimeError(GLOO_CLOSED))
+    assert said == (
+        f"{GLOO_CLOSED} (after step 'joined'); every rank got this far and is alive; the "
+        "backend itself failed"
+    )
 
 
 def test_a_rank_that_never_joins_is_named_after_the_timeout(tmp_path):

@@ -173,18 +173,42 @@ class Check:
             ) from None
 
     def survivors(self):
-        """The ranks that answer after a failed collective. Every rank got as
-        far, so steps cannot tell a dead rank: the living ones sign in here."""
-        self.store.add(ALIVE.format(self.rank), 1)
-        alive = set()
+        """The ranks that answer after a failed collective, a backend error or a stop;
+        None if the store is gone. A rank that died as far on as this one is looks alive
+        in the step counts: the living ones sign in here."""
+        alive = {self.rank}
         deadline = time.monotonic() + min(self.args.timeout, SURVIVOR_WAIT_S)
         try:
+            self.store.add(ALIVE.format(self.rank), 1)
             while len(alive) < self.world and time.monotonic() < deadline:
                 alive = {r for r in range(self.world) if self.store.add(ALIVE.format(r), 0)}
                 time.sleep(POLL_MAX_S)
         except Stopped:
             pass  # the launcher saw the dead rank too: report what is known already
+        except Exception:
+            return None  # the store is gone: laggards() says so
         return alive
+
+
+def failure(check, error):
+    """What this rank says after `error` ended its check: what it saw, then which ranks are
+    gone. A rank that died after getting as far as this one (or further) looks like a live
+    one in the step counts -- a rank killed in the all_reduce while this one was still in
+    init_process_group's connection round -- so after a stop or a backend error the ranks
+    still there sign in (survivors) and the others are named."""
+    if isinstance(error, Failed):
+        return str(error)  # a step timed out: the text names the laggards already
+    if isinstance(error, Stopped):
+        # The launcher ends every rank once one has failed: say what this one was waiting for.
+        why = (
+            f"stopped by {error} (the launcher ends all ranks when one fails) after step"
+            f" '{check.phase}'"
+        )
+    else:
+        why = f"{_first_line(error)} (after step '{check.phase}')"
+    if check.store is None:
+        return why
+    return f"{why}; {check.laggards(check.survivors())}"
 
 
 def _first_line(error):
@@ -275,20 +299,7 @@ def main(argv=None):
     try:
         result = run(check)
     except Exception as e:  # any is this rank's verdict (no GPU: NCCL raises ValueError)
-        if isinstance(e, Stopped):
-            # The launcher ends every rank once one has failed: say what this one was waiting for.
-            why = (
-                f"stopped by {e} (the launcher ends all ranks when one fails) after step"
-                f" '{check.phase}'"
-            )
-        else:
-            why = (
-                str(e)
-                if isinstance(e, Failed)
-                else f"{_first_line(e)} (after step '{check.phase}')"
-            )
-        if not isinstance(e, Failed) and check.store is not None:
-            why += f"; {check.laggards()}"
+        why = failure(check, e)
         print(
             (
                 f"ovf netcheck: {check.who()}: FAILED: {why}\novf netcheck: rerun with"
