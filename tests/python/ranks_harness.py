@@ -80,7 +80,6 @@ def run(argv, timeout=TIMEOUT, **kwargs):
         argv,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        text=True,
         start_new_session=True,
         **kwargs,
     )
@@ -89,8 +88,16 @@ def run(argv, timeout=TIMEOUT, **kwargs):
     except subprocess.TimeoutExpired:
         kill_group(proc)
         out, _ = proc.communicate()
-        raise AssertionError(f"{' '.join(argv)} ran past {timeout} s:\n{out}") from None
-    return subprocess.CompletedProcess(argv, proc.returncode, out)
+        raise AssertionError(f"{' '.join(argv)} ran past {timeout} s:\n{as_text(out)}") from None
+    return subprocess.CompletedProcess(argv, proc.returncode, as_text(out))
+
+
+def as_text(output):
+    """The launcher's bytes as text. Once, under CI's load, a launch's output ended in
+    bytes that are not UTF-8 (written after both ranks' last lines; their source was not
+    found): they show as \\x escapes in a failing assertion's message instead of ending
+    the test in a UnicodeDecodeError."""
+    return output.decode("utf-8", errors="backslashreplace")
 
 
 def kill_group(proc):
