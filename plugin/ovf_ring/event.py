@@ -140,6 +140,39 @@ def verdict_lines(ring, seq, prefix=""):
     return [f"{prefix}verdict: {ring.text(r.verdict_id)}"]
 
 
+def replay_lines(ring, seq, prefix=""):
+    """What the replay at a module event found, for the module line `seq` (layout 8):
+    ["replay: replayed the forward of Net with its ops observed (0.01 s)",
+    "  aten::log in blocks.0 at train.py:16 in forward", "  why: ...", "  verdict: ..."],
+    the replay's line alone where it named no op or did not run, else []."""
+    if seq == layout.NO_SEQ:
+        return []
+    line = ring.record(seq)
+    if isinstance(line, BadSlot) or line.kind == layout.KIND_OP_OUTPUT:
+        return []
+    frame = line if line.kind == layout.KIND_FRAME else ring.record(line.frame_seq)
+    if isinstance(frame, BadSlot) or frame.kind != layout.KIND_FRAME:
+        return []
+    if frame.verdict_id == layout.NO_ID:
+        return []
+    out = [f"{prefix}replay: {ring.text(frame.verdict_id)}"]
+    op = ring.record(frame.cause_seq) if frame.cause_seq != layout.NO_SEQ else None
+    if op is None:
+        return out
+    if isinstance(op, BadSlot):
+        return out + [f"{prefix}  its op's record {frame.cause_seq} is gone: {op.why}"]
+    at = f" at {ring.text(op.location_id)}" if op.location_id != layout.NO_ID else ""
+    out.append(
+        f"{prefix}  produced by {ring.text(op.name_id)} in"
+        f" {ring.module(op.context_id, 'no module')}{at}"
+    )
+    if op.diagnosis_id != layout.NO_ID:
+        out.append(f"{prefix}  why: {ring.text(op.diagnosis_id)}")
+    if op.verdict_id != layout.NO_ID:
+        out.append(f"{prefix}  verdict: {ring.text(op.verdict_id)}")
+    return out
+
+
 def describe_seq(ring, seq):
     """ "record 124, batch 2, blocks.1.amp (Amplifier) output" and the like."""
     if seq == layout.NO_SEQ:

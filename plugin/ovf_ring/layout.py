@@ -136,6 +136,7 @@ FLAG_PENDING = 1 << 12  # device statistics not arrived yet (fast device mode)
 FLAG_COMPILED = 1 << 13  # a frame from a torch.compile'd graph (fused ops unseen)
 FLAG_EXPECTED = 1 << 14  # made in an expected region (GradScaler's scaled backward); CONSTANT too
 FLAG_CAST = 1 << 15  # cast_counts hold what casts to the narrow types would lose (layout 6)
+FLAG_REPLAY = 1 << 16  # written by the replay of a step at a module event (layout 8)
 
 # enum ovf_device_mode (header device_mode)
 DEVICE_MODE_NONE, DEVICE_MODE_FAST, DEVICE_MODE_EXACT = 0, 1, 2

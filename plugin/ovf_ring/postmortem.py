@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from . import compiled, device, early, layout, listing, samples, scaler
 from .core_target import CoreTarget
 from .errors import OvfError
-from .event import describe_seq, verdict_lines
+from .event import describe_seq, replay_lines, verdict_lines
 from .identity import process_text
 from .python_stack import backtrace, local_values
 from .ring import BadSlot, locate
@@ -105,6 +105,7 @@ def summary(core, ring_notes=False):
         f"{core.path}: {process_text(h)}, batch {h.batch}, {h.frames_written} frames",
         f"first non-finite: {first}",
         *verdict_lines(core.ring, h.first_nonfinite_seq, prefix="  "),
+        *replay_lines(core.ring, h.first_nonfinite_seq, prefix="  "),
         *(f"  {line}" for line in samples.first_lines(core.ring, core.first)),
         *([f"loss scaler: {scaled}"] if scaled else []),
         *([early.line(core.ring, warned, prefix="")] if warned is not None else []),

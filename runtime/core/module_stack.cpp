@@ -54,6 +54,13 @@ uint64_t pop_module(const void* key) {
   return OVF_NO_SEQ;
 }
 
+ModuleStackMark mark_modules() { return {stack().size(), untracked}; }
+
+void return_to_mark(const ModuleStackMark& mark) {
+  if (stack().size() > mark.depth) stack().resize(mark.depth);
+  untracked = mark.untracked;
+}
+
 void clear_modules_on_thread() {
   stack().clear();
   untracked = 0;

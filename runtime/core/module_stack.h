@@ -3,6 +3,7 @@
 #ifndef OVF_MODULE_STACK_H
 #define OVF_MODULE_STACK_H
 
+#include <cstddef>
 #include <cstdint>
 
 namespace ovf {
@@ -18,6 +19,15 @@ uint64_t pop_module(const void* key);
 
 // Empties this thread's stack (a new top-level forward begins).
 void clear_modules_on_thread();
+
+// This thread's stack, to come back to (the replay: its forward may end by an
+// exception, leaving its entries; they must not be taken for the run's).
+struct ModuleStackMark {
+  size_t depth;
+  size_t untracked;
+};
+ModuleStackMark mark_modules();
+void return_to_mark(const ModuleStackMark& mark);
 
 // The innermost module's name id, or OVF_NO_ID.
 uint32_t innermost_module();

@@ -93,6 +93,7 @@ std::string Monitor::start_session(const SessionOptions& o) {
   // "The first non-finite value" is this session's: an earlier one's is history.
   __atomic_store_n(&ovf_state.first_nonfinite_seq, OVF_NO_SEQ, __ATOMIC_RELEASE);
   __atomic_store_n(&last_nonfinite_seq_, OVF_NO_SEQ, __ATOMIC_RELEASE);
+  replayed_.store(false);
   clear_batch_samples();  // batch numbers start again at 0
   total_calls_ = 0;
   {
@@ -249,9 +250,11 @@ void Monitor::end_step(bool now) {
 
 Monitor::Committed Monitor::append(ovf_record* records, uint32_t count, uint64_t batch) {
   const uint64_t timestamp = now_ns();
+  const uint32_t replay = replaying() ? uint32_t{OVF_FLAG_REPLAY} : 0u;
   for (uint32_t i = 0; i < count; ++i) {
     records[i].batch = batch;
     records[i].timestamp_ns = timestamp;
+    records[i].flags |= replay;
   }
   const uint64_t first = append_records(records, count);
   return {first, first + count, 0};
@@ -285,6 +288,10 @@ Monitor::Committed Monitor::commit(ovf_record* records, uint32_t count,
 
 uint32_t Monitor::detect(const Committed& span, const ovf_record* records, uint32_t count,
                          const CommitRequest& request) {
+  if (replaying()) {
+    note_replayed(span, records, count);
+    return 0;
+  }
   // The first line that holds a NaN/Inf nobody asked for (a constant's is
   // deliberate: it makes no first value and no producer).
   const ovf_record* first_bad = std::find_if(records, records + count, counts_as_nonfinite);
@@ -320,6 +327,7 @@ uint32_t Monitor::detect(const Committed& span, const ovf_record* records, uint3
     ovf_state.last_event_seq = span.first;
     ovf_state.last_event_kind = events;
     ovf_state.last_event_late = judging_late_ || request.late ? 1 : 0;
+    replay_if_due(span, records, events, holds_first);
     if (events & kConditioned) write_event_summary(events & kConditioned, span.first);
     reach_stop_hook(find_record(span.first), events);
   }

@@ -165,6 +165,24 @@ class Monitor {
   // across sessions: a later session does not make the first NaN finite.
   bool went_on_after_nonfinite();
 
+  // The replay (monitor_replay.cpp): at a module event that holds the session's
+  // first NaN/Inf (made in the module, or between modules), before the stop hook, the hook
+  // runs the step's forward again with its ops observed (the driver knows how),
+  // so that the report, the stop and a core name the op that made the value as
+  // --ops would. Once a session. `batch`: the event's. nullptr: no replay.
+  using ReplayHook = void (*)(uint64_t frame_seq, uint64_t batch);
+  void set_replay_hook(ReplayHook hook) { replay_hook_.store(hook, std::memory_order_release); }
+  // Between the two, records are flagged OVF_FLAG_REPLAY and decide nothing (no
+  // event, no first value, no response); the first producer among them is kept.
+  void begin_replay();
+  // Ends the replay and writes its outcome into the FRAME `frame_seq`: cause_seq,
+  // the producer's record (or OVF_NO_SEQ), and verdict_id, `said` (the driver's
+  // line: how the replay went, or why it did not run). Returns the producer's seq.
+  uint64_t end_replay(uint64_t frame_seq, const std::string& said);
+  bool replaying() const { return replaying_.load(std::memory_order_acquire); }
+  // The replay has its producer: the driver may end the replay's forward there.
+  bool replay_found() const { return replay_producer_.load() != OVF_NO_SEQ; }
+
   // Whether the control block's module glob matches this interned module path
   // (OVF_NO_ID, no module, matches only an empty glob). Thread-safe.
   bool module_matches(uint32_t module_name_id);
@@ -272,7 +290,16 @@ class Monitor {
   uint64_t unanswered_step_batch_ = 0;
   bool raise_decided_ = false;  // an op's raise was decided in this batch: report it once
   uint64_t raise_batch_ = 0;
-  std::mutex glob_mutex_;  // module_matches runs on autograd threads too (backward ops)
+  // Calls the replay hook where the event `span` asks for one (see set_replay_hook).
+  void replay_if_due(const Committed& span, const ovf_record* records, uint32_t events,
+                     bool holds_first);
+  // detect() while replaying: keeps the first producer, decides nothing.
+  void note_replayed(const Committed& span, const ovf_record* records, uint32_t count);
+  std::atomic<ReplayHook> replay_hook_{nullptr};
+  std::atomic<bool> replaying_{false};
+  std::atomic<uint64_t> replay_producer_{OVF_NO_SEQ};
+  std::atomic<bool> replayed_{false};  // this session's replay ran (one a session)
+  std::mutex glob_mutex_;              // module_matches runs on autograd threads too (backward ops)
   std::vector<std::pair<uint32_t, bool>> glob_cache_;  // by name id: (generation + 1, matches)
 };
 

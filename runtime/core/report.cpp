@@ -244,8 +244,18 @@ std::string describe_first_nonfinite() {
   // The rows only where the batch's samples are known: the reference's report
   // stays as it prints it for every run that feeds no DataLoader batches.
   const bool samples_known = !samples_of_batch(first->batch).empty();
-  return describe_nonfinite(first, "the first non-finite value") +
+  return describe_nonfinite(first, "the first non-finite value") + describe_replay(*first) +
          (samples_known ? describe_row_samples(*first) : "");
+}
+
+std::string describe_replay(const ovf_record& line) {
+  const ovf_record* frame = line.frame_seq != OVF_NO_SEQ ? find_record(line.frame_seq) : nullptr;
+  if (frame == nullptr || frame->kind != OVF_KIND_FRAME || frame->verdict_id == OVF_NO_ID)
+    return "";
+  std::string text = "ovf: " + escape_text(interned(frame->verdict_id)) + "\n";
+  const ovf_record* op = frame->cause_seq != OVF_NO_SEQ ? find_record(frame->cause_seq) : nullptr;
+  if (op != nullptr) text += describe_nonfinite(op, "the first non-finite value");
+  return text;
 }
 
 std::string describe_nonfinite(const ovf_record* first, const std::string& what) {

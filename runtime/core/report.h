@@ -57,8 +57,12 @@ std::vector<const ovf_record*> last_frames(uint64_t floor_seq, uint64_t end_seq,
 
 // Where the first non-finite value came from, when the reference's frames
 // cannot say: an op (op observer) or an optimizer step. One line ending in
-// "\n", or "" when the first non-finite value is a module's.
+// "\n", or "" when the first non-finite value is a module's (then what its
+// replay found, if it ran: describe_replay).
 std::string describe_first_nonfinite();
+// A module line's replay (its FRAME's verdict_id and cause_seq, _replay.py): how
+// it went, then the op it names as describe_nonfinite does; "" when none ran.
+std::string describe_replay(const ovf_record& line);
 // The same for any record `r`, as "ovf: <what> was produced by ..." (nullptr: "").
 std::string describe_nonfinite(const ovf_record* r, const std::string& what);
 

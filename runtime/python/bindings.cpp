@@ -16,6 +16,7 @@
 #include "op_groups.h"
 #include "op_observer.h"
 #include "py_hooks.h"
+#include "py_replay.h"
 #include "report.h"
 #include "response.h"
 #include "ring_writer.h"
@@ -329,6 +330,13 @@ PYBIND11_MODULE(_ovf, m) {
         "optimizer.step(): its update-to-weight ratio, for the early warning (--early).");
   m.def("sync_op_observer", &ovf::sync_op_observer,
         "Arms or disarms the op observer per control.observe.");
+  m.def("set_replay", &ovf::set_replay, py::arg("replay"),
+        "replay(frame_seq, batch) -> str runs at a module event holding the first NaN/Inf.");
+  m.def("begin_replay", &ovf::begin_replay,
+        "The replay's forward begins: its records decide nothing, its ops are observed.");
+  m.def("replaying", &ovf::replaying);
+  m.def("replay_found", &ovf::replay_found,
+        "Whether the replay has seen the op that made its first non-finite value.");
 
   // The contract's values by name, as ring.h defines them (control.cpp's tables).
   py::dict on_event;

@@ -80,7 +80,7 @@ enum class ValueView { kFull, kReference };
 void on_forward(PyObject* module, PyObject* args, PyObject* kwargs, PyObject* output,
                 uint32_t frame_flags = 0, ValueView view = ValueView::kFull) {
   const uint64_t forward_start = pop_module(module);
-  if (!running()) return;
+  if (!running() || Monitor::instance().replaying()) return;  // a replay's ops speak for it
   raise_pending();
   poll_device_frames();
   sync_op_observer();
@@ -251,6 +251,12 @@ void compiled_forward_hook(py::handle module, py::handle args, py::handle output
 // module runs (the op observer names it).
 void forward_pre_hook(py::handle module, py::handle /*args*/) {
   auto it = modules().find(module.ptr());
+  if (Monitor::instance().replaying()) {  // the step again: only which module runs
+    if (it != modules().end())
+      push_module(module.ptr(), it->second.name_id,
+                  __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE));
+    return;
+  }
   if (it == modules().end() && g_discover != nullptr) {
     guarded([&] { (*g_discover)(module); });
     it = modules().find(module.ptr());

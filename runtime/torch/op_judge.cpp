@@ -243,6 +243,11 @@ void judge_op(EndedOp& e, EndedOp* parent) {
     r.diagnosis_id = diagnosis;
     if (role == OVF_FLAG_PRODUCER && !e.expecting) r.verdict_id = op_verdict(e, line, s);
     r.location_id = e.has_node ? e.node.location_id : e.location_id;
+    // A replay's producer names its line now: no event snapshot is taken for it.
+    if (role == OVF_FLAG_PRODUCER && r.location_id == OVF_NO_ID && !e.backward &&
+        Monitor::instance().replaying()) {
+      r.location_id = program_location();
+    }
     set_rows(r, rows);
     // Only non-finite values wait: an inner op may write an intermediate value
     // that the outer one changes in place (addmm after its copy_ of the bias).

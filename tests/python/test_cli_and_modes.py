@@ -2,6 +2,7 @@
 a real child process running an unmodified script."""
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -50,11 +51,24 @@ def test_python_m_ovf_raises_at_the_first_nan_like_the_reference():
     ]
     assert "batch 1 done\n" in p.stdout and "batch 2 done" not in p.stdout
     assert p.stdout.startswith("batch 0 done\nbatch 1 done\noutput has nans\n")
-    # the last frame: Log's input finite, output NaN
-    assert p.stdout.rstrip("\n").splitlines()[-3:] == [
+    # the last frame: Log's input finite, output NaN; then what the replay found
+    lines = p.stdout.rstrip("\n").splitlines()
+    replayed = next(i for i, line in enumerate(lines) if line.startswith("ovf: replayed "))
+    assert [line for line in lines[:replayed] if line][-3:] == [
         " " * 18 + "1 Log",
         "2.97e+01 2.97e+01 input[0]",
         "     nan      nan output",
+    ]
+    assert re.fullmatch(
+        r"ovf: replayed the forward of Sequential with its ops observed \(\d+\.\d\d s\)",
+        lines[replayed],
+    )
+    assert lines[replayed + 1 :] == [
+        "ovf: the first non-finite value was produced by aten::log in 1 at nan_at_batch2.py:12"
+        " in forward (batch 2)",
+        "ovf: why: aten::log of 6 negative values (nan)",
+        "ovf: verdict: non-finite in float64 too (6 nan and 0 inf): the math itself on these"
+        " inputs, not this op's precision",
     ]
     assert (
         p.stderr.rstrip()

@@ -162,12 +162,21 @@ def test_a_core_whose_runtime_library_is_gone_is_found_by_scanning(tmp_path):
     out = postmortem(core)
     assert out.returncode == 0 and out.stderr == "", out.stderr
     lines = out.stdout.splitlines()
+    # under the first non-finite value, what the replay at its module event found
+    assert re.fullmatch(
+        r"  replay: replayed the forward of Net with its ops observed \(\d+\.\d\d s\)", lines[2]
+    ), lines
+    assert lines[3:6] == [
+        "    produced by aten::to in blocks.1.amp at diverge.py:29 in forward",
+        "    why: aten::to to float32: input abs max 1.00e+39 > 3.40282e+38",
+        "    verdict: finite in float64 (abs max 1.00e+39): float32's range or precision here",
+    ], lines
     assert re.fullmatch(
         rf"ovf: found the ring by scanning memory at 0x[0-9a-f]+ in {re.escape(str(library))} "
         r"\(no symbol ovf_state\)",
-        lines[2],
-    ), lines[2]
-    assert lines[3] == f"ovf: the runtime library {library} was not found"
+        lines[6],
+    ), lines[6]
+    assert lines[7] == f"ovf: the runtime library {library} was not found"
     assert _listing(ran.stdout).startswith(_listing(out.stdout))
 
 

@@ -63,7 +63,15 @@ def test_the_report_gives_the_producing_ops_verdict(case):
     assert lines[first + 2] == f"ovf: verdict: {VERDICTS[case]}", p.stdout
 
 
-def test_module_mode_gives_no_verdict():
-    # no op was observed: nothing to re-run
+def test_module_mode_gives_the_verdict_through_its_replay():
+    # the module event's replay observes the ops and re-runs the producer as --ops does
     p = run_ovf(SCRIPT, "float16_cast")
+    assert p.returncode == 1, p.stderr
+    assert p.stdout.count("ovf: verdict: ") == 1, p.stdout
+    assert f"ovf: verdict: {VERDICTS['float16_cast']}\n" in p.stdout, p.stdout
+
+
+def test_module_mode_without_its_replay_gives_no_verdict():
+    # no op was observed: nothing to re-run
+    p = run_ovf("--no-replay", SCRIPT, "float16_cast")
     assert p.returncode == 1 and "ovf: verdict" not in p.stdout + p.stderr, p.stdout

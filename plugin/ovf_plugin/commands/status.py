@@ -8,7 +8,7 @@ import datetime
 
 from ovf_ring import cast, compiled, device, early, layout, scaler
 from ovf_ring.errors import OvfError
-from ovf_ring.event import describe_seq, last_event, verdict_lines
+from ovf_ring.event import describe_seq, last_event, replay_lines, verdict_lines
 from ovf_ring.identity import process_text
 
 NAME = "status"
@@ -89,6 +89,7 @@ def _ring_lines(ring):
     out += device.status_lines(h, always=True)
     out.append("first non-finite: " + describe_seq(ring, h.first_nonfinite_seq))
     out += verdict_lines(ring, h.first_nonfinite_seq, prefix="  ")
+    out += replay_lines(ring, h.first_nonfinite_seq, prefix="  ")
     scaled = scaler.history(ring)
     if scaled:
         out.append(f"loss scaler: {scaled}")

@@ -147,6 +147,11 @@ enum ovf_record_flags {
   // Line: cast_counts hold what casts to the narrow types would lose (layout 6;
   // control.observe has OVF_OBSERVE_CAST, the dtype is floating).
   OVF_FLAG_CAST = 1u << 15,
+  // Written by the replay of a step at a module event (layout 8): the step's forward
+  // run again with its ops observed, to name the op that made the event's value.
+  // Such records decide nothing (no event, no first value); the event's FRAME
+  // points at the producing one (cause_seq).
+  OVF_FLAG_REPLAY = 1u << 16,
 };
 
 // One record: a frame header or one tensor line. `seq` is written last (release)
@@ -189,7 +194,9 @@ typedef struct ovf_record {
   double scale_after;     // 152 SCALER: ... and after
   uint64_t cause_seq;     // 160 SCALER: the first record a producing op (or gradient) made
                           //     non-finite in the scaled backward before the skip;
-                          //     OVF_NO_SEQ: none observed (module mode sees no backward op)
+                          //     OVF_NO_SEQ: none observed (module mode sees no backward op).
+                          //     FRAME of a module event (layout 8): the producing op's
+                          //     record its replay found (OVF_FLAG_REPLAY)
   uint32_t skips_in_row;  // 168 SCALER: skipped steps in a row, this one included (0: no skip)
   // Layout 6: lines flagged OVF_FLAG_CAST; index ovf_cast_target * 3 + ovf_cast_loss.
   uint32_t cast_counts[(int)OVF_CAST_TARGETS * (int)OVF_CAST_LOSSES];  // 172
@@ -201,7 +208,8 @@ typedef struct ovf_record {
   uint32_t rows[OVF_ROWS_KEPT];  // 228 the first of them, ascending (min(row_count, 6) used)
   // Layout 8: a producing OP_OUTPUT's verdict, in one line: the op re-run on its own
   // inputs, on its device and in float64 ("finite in float64 ...: float32's range here");
-  // OVF_NO_ID: none given (zero bytes, read as none, in earlier layouts).
+  // OVF_NO_ID: none given (zero bytes, read as none, in earlier layouts). The FRAME
+  // of a module event whose replay named no op: why ("not replayed: ...").
   uint32_t verdict_id;  // 252; the last of OVF_RECORD_SIZE's bytes: a field more makes
                         //      the record longer (a new record_size, the version bumped)
 } ovf_record;

@@ -27,6 +27,7 @@ OPTION_OF = {
     "OVF_UPDATE_RATIO": "--update-ratio",
     "OVF_EVENT_DIR": "--event-dir",
     "OVF_DUMP_BATCH": "--dump-batch",
+    "OVF_REPLAY": "--no-replay",
 }
 # What --stop may name: the kinds of value that stop the run.
 STOP_KINDS = ("nan", "inf")
@@ -210,6 +211,14 @@ def _parser():
             "random state) for ovf.replay_batch(model, path), outside the job"
         ),
     )
+    p.add_argument(
+        "--no-replay",
+        action="store_true",
+        help=(
+            "at a module's inf/nan, do not run the step's forward again with its ops observed "
+            "to name the op that made it (the replay: once a run, nothing of it stays)"
+        ),
+    )
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     return p
@@ -285,6 +294,8 @@ def main(argv=None):
         env["OVF_EVENT_DIR"] = args.event_dir
     if args.dump_batch is not None:
         env["OVF_DUMP_BATCH"] = args.dump_batch
+    if args.no_replay:
+        env["OVF_REPLAY"] = "0"
     if args.wait_timeout is not None:
         env["OVF_WAIT_TIMEOUT"] = repr(args.wait_timeout)
     if args.device_mode is not None:

@@ -11,7 +11,7 @@ import warnings
 
 import torch
 
-from . import _dump_batch, _hooks, _options, _ovf
+from . import _dump_batch, _held_step, _hooks, _options, _ovf, _replay
 
 _root_sizes = {}  # root module -> number of modules under it
 _batch_root = None
@@ -55,8 +55,8 @@ def discover(module, becomes_batch_root=None):
     _root_sizes[module] = size
     if becomes_batch_root:
         _batch_root = module
-        if _dump_batch.enabled():
-            _dump_batch.attach(module)
+        if _dump_batch.enabled() or _replay.armed():
+            _held_step.attach(module)
 
 
 def _trains(module):
@@ -116,6 +116,7 @@ def enable(
     cast_limits=(None, None, None),
     event_dir=None,
     dump_batch=None,
+    replay=True,
 ):
     """Turns detection on for every model this process runs. Idempotent.
 
@@ -148,6 +149,8 @@ def enable(
     launcher the rank's folder of its logs, else none.
     dump_batch: a directory where the step that made the first NaN/Inf is saved
     (its inputs, parameters and random state: ovf.replay_batch runs it again).
+    replay: at a module's first NaN/Inf, run the step's forward again with its ops
+    observed and name the op that made it (_replay.py).
 
     Every option is checked before anything is switched on: a refused one
     leaves the process as it was."""
@@ -216,6 +219,7 @@ def enable(
     _ovf.set_wait_timeout(wait_timeout)
     _ovf.set_event_summary_dir(summary_dir)
     _dump_batch.configure(dump_dir, _batch_root)
+    _replay.configure(replay, _batch_root)
     if condition is not None:
         _condition.install(condition)
     _ovf.sync_op_observer()
@@ -257,4 +261,5 @@ def enable_from_environment():
         cast_limits=opts["cast_limits"],
         event_dir=opts["event_dir"],
         dump_batch=opts["dump_batch"],
+        replay=opts["replay"],
     )

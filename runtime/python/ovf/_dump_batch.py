@@ -16,123 +16,68 @@ import os
 import pickle
 import socket
 import sys
-import weakref
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-from . import _ovf
+from . import _held_step, _ovf
 
 FORMAT = "ovf-batch"
 VERSION = 1
 
 _dir = None  # where the dump goes; None: off
-_held = None  # _Held of the batch root's latest forward
 _done = False  # one dump a session (or one line saying why none)
-_attached = weakref.WeakSet()  # batch roots with the hooks
 _installed = False
-
-
-class _Held:
-    """What the batch root's forward started with, by reference."""
-
-    def __init__(self, module, args, kwargs):
-        self.module = weakref.ref(module)
-        self.batch = _ovf.batch()
-        self.args, self.kwargs = args, kwargs
-        self.training = module.training
-        tensors = _tensors((args, kwargs))
-        self.versions = [(path, t, _version(t)) for path, t in tensors]
-        self.rng_cpu = torch.get_rng_state()
-        self.rng_cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
-
-
-def _version(t):
-    """The tensor's version counter; None for an inference tensor, which keeps none."""
-    return None if t.is_inference() else t._version
-
-
-def _tensors(value, path="input"):
-    """[(path, tensor)] of the tensors in nested tuples, lists and dicts."""
-    if isinstance(value, torch.Tensor):
-        return [(path, value)]
-    if isinstance(value, (tuple, list)):
-        return [x for i, v in enumerate(value) for x in _tensors(v, f"{path}[{i}]")]
-    if isinstance(value, dict):
-        return [x for k, v in value.items() for x in _tensors(v, f"{path}[{k!r}]")]
-    return []
 
 
 def configure(directory, batch_root=None):
     """Dumps go to `directory` (an absolute path _options.event_dir checked), or
     nowhere (None); `batch_root`: the model already found. A new session: nothing
     held, nothing dumped yet."""
-    global _dir, _held, _done, _installed
-    _dir, _held, _done = directory, None, False
+    global _dir, _done, _installed
+    _dir, _done = directory, False
     if directory is None:
         return
     if batch_root is not None:
-        attach(batch_root)
+        _held_step.attach(batch_root)
     if _installed:
         return
     _installed = True
-    register_optimizer_step_pre_hook(lambda *a, **k: _dump_if_due())
-    atexit.register(_dump_if_due)
+    register_optimizer_step_pre_hook(lambda *a, **k: dump_if_due())
+    atexit.register(dump_if_due)
 
 
 def enabled():
     return _dir is not None
 
 
-def attach(module):
-    """`module` is the batch root: its forwards are held."""
-    if module in _attached:
-        return
-    _attached.add(module)
-    module.register_forward_pre_hook(_start, with_kwargs=True)
-    module.register_forward_hook(_end, with_kwargs=True, always_call=True)
+def wants_inputs():
+    """Whether a dump may still come: the batch root's forwards are to be held."""
+    return _dir is not None and not _done
 
 
-def _start(module, args, kwargs):
-    global _held
-    if _dir is None or _done:
-        return
-    # A NaN of the previous step's backward, with no optimizer step since (gradient
-    # accumulation, a loop that skips the step): saved before its inputs are let go.
-    _dump_if_due()
-    if not _done:
-        _guarded(lambda: _Held(module, args, kwargs), "cannot hold the inputs", hold=True)
+def give_up(why):
+    """Ends the dumps with one line (ovf never breaks the run it watches)."""
+    global _done
+    _done = True
+    _say(f"ovf: no batch dump: {why}")
 
 
-def _end(module, args, kwargs, output):
-    _dump_if_due()
-
-
-def _guarded(work, what, hold=False):
-    """Runs `work`; an exception of it ends the dumps with one line instead of
-    reaching the training loop (ovf never breaks the run it watches)."""
-    global _held, _done
-    try:
-        value = work()
-        if hold:
-            _held = value
-    except Exception as e:  # noqa: BLE001 -- a dump's failure is ovf's, never the run's
-        _held, _done = None, True
-        _say(f"ovf: no batch dump: {what}: {type(e).__name__}: {e}")
-
-
-def _dump_if_due():
+def dump_if_due():
     """Saves the held step if the session's first NaN/Inf came in it (once)."""
-    if _dir is not None and not _done:
-        _guarded(_dump, "cannot save the step")
+    if wants_inputs():
+        try:
+            _dump()
+        except Exception as e:  # noqa: BLE001 -- a dump's failure is ovf's, never the run's
+            give_up(f"cannot save the step: {type(e).__name__}: {e}")
 
 
 def _dump():
-    global _done, _held
+    global _done
     first = _ovf.first_nonfinite()
     if first is None:
         return
-    held, _held, _done = _held, None, True  # one answer a session; the inputs let go after
+    held, _done = _held_step.latest(), True  # one answer a session
     module = held.module() if held is not None else None
     if module is None or held.batch != first[1]:
         _say(
@@ -149,9 +94,7 @@ def _dump():
         )
         return
     path = os.path.join(_dir, _file_name())
-    changed = [
-        p for p, t, version in held.versions if version is not None and t._version != version
-    ]
+    changed = held.changed_in_place()
     payload = {
         "format": FORMAT,
         "version": VERSION,

@@ -277,6 +277,7 @@ def from_environment(environ=None):
         "scaler_skips": 0,
         "scale_floor": 1.0,
         "early": _env_switch("OVF_EARLY", env.get("OVF_EARLY", "")),
+        "replay": _env_switch("OVF_REPLAY", env.get("OVF_REPLAY", "") or "1"),
         "early_horizon": EARLY_HORIZON,
         "update_ratio": UPDATE_RATIO,
     }

@@ -1,0 +1,56 @@
+// The replay of a step at a module event (monitor.h: set_replay_hook): the
+// monitor's half. The driver runs the forward again; here its records are kept
+// apart from the run's (flagged, deciding nothing) and its outcome lands in the
+// event's FRAME, where the report, the debuggers and cores read it.
+#include "control.h"
+#include "monitor.h"
+#include "record.h"
+#include "ring_writer.h"
+
+namespace ovf {
+
+void Monitor::replay_if_due(const Committed& span, const ovf_record* records, uint32_t events,
+                            bool holds_first) {
+  const ReplayHook hook = replay_hook_.load(std::memory_order_acquire);
+  // Only the frame that holds the session's first value: it made it, or got it
+  // from code between modules (a functional softmax in its parent's forward);
+  // later frames would replay into an op already named. With ops observed
+  // (--ops) the op was seen already.
+  if (hook == nullptr || !(events & (OVF_STOP_NAN | OVF_STOP_INF)) || !holds_first ||
+      records[0].kind != OVF_KIND_FRAME ||
+      (read_control(ovf_state.control.observe) & OVF_OBSERVE_OPS) || replayed_.exchange(true)) {
+    return;
+  }
+  hook(span.first, records[0].batch);
+}
+
+void Monitor::begin_replay() {
+  replay_producer_.store(OVF_NO_SEQ);
+  replaying_.store(true, std::memory_order_release);
+}
+
+void Monitor::note_replayed(const Committed& span, const ovf_record* records, uint32_t count) {
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint32_t f = records[i].flags;
+    if ((f & OVF_FLAG_NONFINITE) && (f & OVF_FLAG_PRODUCER) && !(f & OVF_FLAG_CONSTANT)) {
+      uint64_t none = OVF_NO_SEQ;
+      replay_producer_.compare_exchange_strong(none, span.first + i);
+      return;
+    }
+  }
+}
+
+uint64_t Monitor::end_replay(uint64_t frame_seq, const std::string& said) {
+  replaying_.store(false, std::memory_order_release);
+  const uint64_t producer = replay_producer_.exchange(OVF_NO_SEQ);
+  const ovf_record* found = find_record(frame_seq);
+  if (found == nullptr) return producer;
+  // The FRAME was published before the stop hook, which no debugger has reached yet.
+  ovf_record frame = *found;
+  frame.cause_seq = producer;
+  frame.verdict_id = said.empty() ? OVF_NO_ID : intern(said);
+  rewrite_record(frame);
+  return producer;
+}
+
+}  // namespace ovf

@@ -1,0 +1,104 @@
+"""The batch root's latest forward, held by reference from its start: what running
+the step again needs and what is at hand only while it runs -- its inputs (no copy),
+the grad mode and training mode, and the random generators' states there (dropout).
+The parameters and buffers the optimizer has not written yet are the module's own.
+
+Two users: the replay at a module event (_replay.py), in the step itself, and
+--dump-batch (_dump_batch.py), which saves the step at the first safe point after it.
+The replay's own forward is not held (it runs inside the step it replays).
+"""
+
+import weakref
+
+import torch
+
+from . import _dump_batch, _ovf
+
+_latest = None  # Held of the batch root's latest forward
+_attached = weakref.WeakSet()  # batch roots with the hooks
+
+
+class Held:
+    """What the batch root's forward started with, by reference."""
+
+    def __init__(self, module, args, kwargs):
+        self.module = weakref.ref(module)
+        self.batch = _ovf.batch()
+        self.args, self.kwargs = args, kwargs
+        self.training = module.training
+        self.grad_enabled = torch.is_grad_enabled()
+        self.versions = [(path, t, version(t)) for path, t in self.inputs()]
+        self.rng_cpu = torch.get_rng_state()
+        self.rng_cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+        self.running = True  # until the forward returns (or raises)
+
+    def inputs(self):
+        """[(path, tensor)] of the forward's tensor inputs, named as its frame names
+        them: input[0], input["mask"], input[1][2]."""
+        out = tensors(self.args)
+        for key, value in self.kwargs.items():
+            out += tensors(value, f'input["{key}"]')
+        return out
+
+    def changed_in_place(self):
+        """The inputs the step has written since its forward began."""
+        return [p for p, t, v in self.versions if v is not None and t._version != v]
+
+
+def version(t):
+    """The tensor's version counter; None for an inference tensor, which keeps none."""
+    return None if t.is_inference() else t._version
+
+
+def tensors(value, path="input"):
+    """[(path, tensor)] of the tensors in nested tuples, lists and dicts."""
+    if isinstance(value, torch.Tensor):
+        return [(path, value)]
+    if isinstance(value, (tuple, list)):
+        return [x for i, v in enumerate(value) for x in tensors(v, f"{path}[{i}]")]
+    if isinstance(value, dict):
+        return [x for k, v in value.items() for x in tensors(v, f"{path}[{k!r}]")]
+    return []
+
+
+def latest():
+    return _latest
+
+
+def attach(module):
+    """`module` is the batch root: its forwards are held."""
+    if module in _attached:
+        return
+    _attached.add(module)
+    module.register_forward_pre_hook(_start, with_kwargs=True)
+    module.register_forward_hook(_end, with_kwargs=True, always_call=True)
+
+
+def _start(module, args, kwargs):
+    global _latest
+    if _ovf.replaying():
+        return
+    # A NaN of the previous step's backward, with no optimizer step since (gradient
+    # accumulation, a loop that skips the step): saved before its inputs are let go.
+    _dump_batch.dump_if_due()
+    _latest = None
+    if not (_dump_batch.wants_inputs() or _replay_armed()):
+        return  # nothing to hold for
+    try:
+        _latest = Held(module, args, kwargs)
+    except Exception as e:  # noqa: BLE001 -- holding fails ovf's features, never the run
+        _dump_batch.give_up(f"cannot hold the inputs: {type(e).__name__}: {e}")
+
+
+def _end(module, args, kwargs, output):
+    if _ovf.replaying():
+        return
+    if _latest is not None and _latest.module() is module:
+        _latest.running = False
+    _dump_batch.dump_if_due()
+
+
+def _replay_armed():
+    from . import _replay
+
+    return _replay.armed()

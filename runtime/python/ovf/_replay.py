@@ -1,0 +1,141 @@
+"""The replay at a module event (issue 24's first part).
+
+Module mode sees that a module's output came out non-finite, not which op inside it
+made the value. At that event -- inside the step, before the stop, the report and the
+raise -- the runtime calls run() here: the batch root's forward runs again on the
+inputs it started with (_held_step.py holds them by reference), from the random
+generators' states it started with, in the grad mode it ran in, with every ATen op
+observed, until the first op that makes a non-finite value from finite inputs. That
+op's record (its module, line, why and verdict, as --ops gives them) is kept apart in
+the ring (OVF_FLAG_REPLAY) and the event's FRAME points at it, for the report, the
+debuggers' stop and cores alike.
+
+Nothing of the replay reaches the run: the generators' states and the buffers the
+replay wrote (BatchNorm's running statistics) are put back; no backward runs, so no
+.grad moves, and the optimizer is not involved. It runs once a session. It does not
+run where it would not replay the same values: an input the step changed in place
+since its forward began, an event outside the batch root's forward (a loss module
+called after it), or one judged after that forward returned (fast device mode).
+"""
+
+import time
+
+import torch
+
+from . import _held_step, _ovf
+
+_armed = False
+
+
+class _ReplayDone(BaseException):
+    """Ends the replay's forward once its producer is seen (not an Exception: a
+    model's own `except Exception` must not catch it)."""
+
+
+def configure(on, batch_root=None):
+    """Replays at module events (on) or not; `batch_root`: the model already found."""
+    global _armed
+    _armed = bool(on)
+    _ovf.set_replay(run if _armed else None)
+    if _armed and batch_root is not None:
+        _held_step.attach(batch_root)
+
+
+def armed():
+    return _armed
+
+
+def run(frame_seq, batch):
+    """The runtime's call at the event FRAME `frame_seq` of batch `batch`: replays
+    and returns its line for the report ("replayed ..." or "not replayed: why")."""
+    held = _held_step.latest()
+    module = held.module() if held is not None else None
+    if module is None:
+        return "not replayed: ovf held no forward of the model in this step"
+    if held.batch != batch or not held.running:
+        return (
+            f"not replayed: the event came outside the forward of {type(module).__name__} in"
+            f" batch {batch} (a module called after it, or judged after it returned); ovf"
+            " replays the model's forward"
+        )
+    given = [path for path, t in held.inputs() if _nonfinite(t)]
+    if given:
+        return (
+            f"not replayed: the model's {', '.join(given)} held the non-finite value already"
+            " (it came from the data or from code before the model)"
+        )
+    changed = held.changed_in_place()
+    if changed:
+        return (
+            f"not replayed: the step changed {', '.join(changed)} in place since its forward began"
+        )
+    started = time.perf_counter()
+    error = _forward_again(module, held)
+    took = f"{time.perf_counter() - started:.2f} s"
+    if _ovf.replay_found():
+        return f"replayed the forward of {type(module).__name__} with its ops observed ({took})"
+    if error is not None:
+        return (
+            f"the replay of the forward of {type(module).__name__} raised {error} before any op"
+            f" made a non-finite value ({took})"
+        )
+    return (
+        f"the replay of the forward of {type(module).__name__} made no non-finite value"
+        f" ({took}): it diverged from the run (nondeterministic kernels, state the step"
+        " changes, or a hardware fault)"
+    )
+
+
+def _forward_again(module, held):
+    """Runs the held forward with ops observed; returns what it raised ("Type: text")
+    or None. The generators and the buffers come back as they were."""
+    kept = _Kept(module)
+    hooks = [
+        torch.nn.modules.module.register_module_forward_pre_hook(_end_when_found),
+        torch.nn.modules.module.register_module_forward_hook(_end_when_found),
+    ]
+    try:
+        torch.set_rng_state(held.rng_cpu)
+        if held.rng_cuda is not None:
+            torch.cuda.set_rng_state_all(held.rng_cuda)
+        _ovf.begin_replay()
+        with torch.set_grad_enabled(held.grad_enabled):
+            module(*held.args, **held.kwargs)
+    except _ReplayDone:
+        pass
+    except Exception as e:  # noqa: BLE001 -- the model's own failure on the replay: said
+        return f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+    finally:
+        for h in hooks:
+            h.remove()
+        kept.restore()
+    return None
+
+
+def _nonfinite(t):
+    return (t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all())
+
+
+def _end_when_found(*_):
+    if _ovf.replay_found():
+        raise _ReplayDone
+
+
+class _Kept:
+    """The random generators' states and the module's buffers as the run left them."""
+
+    def __init__(self, module):
+        self.rng_cpu = torch.get_rng_state()
+        self.rng_cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+        self.buffers = [(b, b.clone()) for b in module.buffers()]
+
+    def restore(self):
+        torch.set_rng_state(self.rng_cpu)
+        if self.rng_cuda is not None:
+            torch.cuda.set_rng_state_all(self.rng_cuda)
+        with torch.no_grad():
+            for buffer, was in self.buffers:
+                # Only what the replay wrote, through .data: a buffer a backward
+                # will read keeps its version counter.
+                if not torch.equal(buffer, was):
+                    buffer.data.copy_(was)

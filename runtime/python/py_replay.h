@@ -1,0 +1,23 @@
+// The replay at a module event (_replay.py drives it; monitor.h: set_replay_hook).
+#ifndef OVF_PY_REPLAY_H
+#define OVF_PY_REPLAY_H
+
+#include <pybind11/pybind11.h>
+
+namespace ovf {
+
+// `replay(frame_seq, batch) -> str` runs at a module event that holds the first
+// NaN/Inf and returns the replay's line (how it went, or why it did not run);
+// None: no replay.
+void set_replay(pybind11::object replay);
+// The replay's forward begins: its records decide nothing, its ops are observed.
+// It ends when `replay` returns.
+void begin_replay();
+bool replaying();
+// The replay has seen the op that made its first non-finite value (its device
+// ops' statistics waited for).
+bool replay_found();
+
+}  // namespace ovf
+
+#endif  // OVF_PY_REPLAY_H

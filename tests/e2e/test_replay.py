@@ -1,0 +1,57 @@
+"""The replay at a module event in gdb's and LLDB's stop summary and `ovf status`, live
+and from the core, and on the real-model cases whose first NaN/Inf a module sees: the op
+the replay names is the one --ops and the independent oracle name
+(tests/python/test_replay.py has every outcome in Python mode)."""
+
+import os
+import re
+
+import pytest
+from harness import PYTHON, TOP, clean_env
+from test_real_models import agrees, oracle, python_mode_verdict, run_case
+
+SCRIPT = os.path.join(TOP, "tests", "python", "scripts", "replays.py")
+WHY = "aten::div: the divisor has 71 zeros: x/0 in 71 elements (inf)"
+
+
+def replay_block(prefix):
+    return re.compile(
+        rf"\n{prefix}replay: replayed the forward of Net with its ops observed \(\d+\.\d\d s\)\n"
+        rf"{prefix}  produced by aten::div in block at replays\.py:25 in forward\n"
+        rf"{prefix}  why: {re.escape(WHY)}\n"
+        rf"{prefix}  verdict: non-finite in float64 too \(0 nan and 71 inf\): the math itself on"
+        r" these inputs, not this op's precision\n"
+    )
+
+
+def test_the_debuggers_show_what_the_replay_found_live_and_from_the_core(debugger, tmp_path):
+    core = tmp_path / "core"
+    out = debugger.run(
+        ["ovf break-on-nan", "run", "ovf status", debugger.gcore(core), "kill"],
+        program=[PYTHON, SCRIPT, "dropout_divides"],
+        env=clean_env(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"),
+        cwd=TOP,
+        timeout=300,
+    )
+    assert debugger.hits(out) == 1, out
+    assert "\n     block (Block): output abs max inf  (input[0] abs max 2.42e+00)\n" in out, out
+    assert replay_block("     ").search(out), out  # the stop summary, under the module's line
+    assert replay_block("  ").search(out), out  # ovf status, under its first non-finite
+    post = debugger.run(["ovf status"], core=core, timeout=120)
+    assert replay_block("  ").search(post), post
+
+
+# The real-model cases whose first NaN/Inf module mode sees in a module's frame: made in
+# a functional softmax of blocks.0.attn's forward (seen first as blocks.0.attn.proj's
+# input), in the generator's own forward, inside aten::rnn_relu.
+REPLAYED_CASES = ["gan_two_optimizers", "left_padding", "rnn_relu_explodes"]
+
+
+@pytest.mark.parametrize("case", REPLAYED_CASES)
+def test_module_mode_names_what_the_oracle_names_by_replaying(case):
+    truth = oracle(case)
+    out = run_case(case, "-m", "ovf")
+    assert re.search(r"^ovf: replayed the forward of \w+ with its ops observed", out, re.M), out
+    verdict = python_mode_verdict(out)
+    assert agrees(verdict, truth), f"ovf {verdict} vs oracle {truth}\n{out}"
+    assert out.count("Detected inf/nan during batch_number=") == 1, out

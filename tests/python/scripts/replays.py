@@ -1,0 +1,80 @@
+"""One module event per case, for the replay at module events (module mode, no --ops):
+python3 -m ovf [--on-nan warn] [--no-replay] replays.py CASE. Step 1 goes wrong."""
+
+import hashlib
+import sys
+
+import torch
+from torch import nn
+
+CALLS = [0]  # Block's forwards so far: state outside the generators
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.drop = nn.Dropout(0.5)
+        self.norm = nn.BatchNorm1d(8)
+
+    def forward(self, x, case):
+        CALLS[0] += 1
+        h = self.norm(self.drop(self.fc(x)))
+        if case == "dropout_divides":
+            # 0 where the step's dropout mask drops: how many depends on the generator
+            return h / self.drop(torch.ones_like(h))  # made: dropout_divides
+        if case == "overflow":
+            return h * 1e38 * 1e38  # made: overflow
+        if case == "outside_noise" and CALLS[0] == 2:
+            return h * float("inf")  # the run's second call only: a replay is the third
+        return h
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = Block()
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x, case=""):
+        if case == "input_in_place":
+            x.mul_(2)  # the step writes its input
+            return self.head(torch.log(x - x))
+        return self.head(self.block(x, case))
+
+
+class Loss(nn.Module):
+    def forward(self, out, case):
+        if case == "loss_module":
+            return torch.log(out.abs() - out.abs()).mean()  # outside Net's forward
+        return out.pow(2).mean()
+
+
+def state_digest(net, opt):
+    """Every parameter, gradient, buffer, optimizer slot and the generator's state."""
+    h = hashlib.sha256()
+    for t in [*net.parameters(), *net.buffers(), torch.get_rng_state()]:
+        h.update(t.detach().numpy().tobytes())
+    for p in net.parameters():
+        h.update(b"none" if p.grad is None else p.grad.numpy().tobytes())
+    for slots in opt.state.values():
+        for v in slots.values():
+            h.update(v.numpy().tobytes() if isinstance(v, torch.Tensor) else repr(v).encode())
+    return h.hexdigest()
+
+
+case = sys.argv[1]
+torch.manual_seed(0)
+net, loss_fn = Net(), Loss()
+opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+for step in range(3):
+    x = torch.randn(16, 8)
+    given = case if step == 1 else ""
+    if given == "data_nan":
+        x[3, 0] = float("nan")
+    loss = loss_fn(net(x, given), given)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print(f"step {step} done", flush=True)
+print("state", state_digest(net, opt), flush=True)
