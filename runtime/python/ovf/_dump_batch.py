@@ -37,6 +37,7 @@ def configure(directory, batch_root=None):
     global _dir, _done, _installed
     _dir, _done = directory, False
     if directory is None:
+        _held_step.detach_unless_wanted()
         return
     if batch_root is not None:
         _held_step.attach(batch_root)

@@ -15,7 +15,7 @@ import torch
 from . import _dump_batch, _ovf
 
 _latest = None  # Held of the batch root's latest forward
-_attached = weakref.WeakSet()  # batch roots with the hooks
+_hooks = weakref.WeakKeyDictionary()  # batch root -> its two hooks' handles
 
 
 class Held:
@@ -67,11 +67,25 @@ def latest():
 
 def attach(module):
     """`module` is the batch root: its forwards are held."""
-    if module in _attached:
+    if module in _hooks:
         return
-    _attached.add(module)
-    module.register_forward_pre_hook(_start, with_kwargs=True)
-    module.register_forward_hook(_end, with_kwargs=True, always_call=True)
+    _hooks[module] = (
+        module.register_forward_pre_hook(_start, with_kwargs=True),
+        module.register_forward_hook(_end, with_kwargs=True, always_call=True),
+    )
+
+
+def detach_unless_wanted():
+    """Removes the hooks once neither the replay nor a dump wants the forwards held
+    (their session ended, or they were turned off)."""
+    global _latest
+    if _dump_batch.wants_inputs() or _replay_armed():
+        return
+    for handles in list(_hooks.values()):
+        for handle in handles:
+            handle.remove()
+    _hooks.clear()
+    _latest = None
 
 
 def _start(module, args, kwargs):

@@ -39,6 +39,8 @@ def configure(on, batch_root=None):
     _ovf.set_replay(run if _armed else None)
     if _armed and batch_root is not None:
         _held_step.attach(batch_root)
+    elif not _armed:
+        _held_step.detach_unless_wanted()
 
 
 def armed():
