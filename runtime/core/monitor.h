@@ -181,7 +181,8 @@ class Monitor {
   uint64_t end_replay(uint64_t frame_seq, const std::string& said);
   bool replaying() const { return replaying_.load(std::memory_order_acquire); }
   // The replay has its producer: the driver may end the replay's forward there.
-  bool replay_found() const { return replay_producer_.load() != OVF_NO_SEQ; }
+  bool replay_found() const { return replay_producer_seq() != OVF_NO_SEQ; }
+  uint64_t replay_producer_seq() const { return replay_producer_.load(); }
 
   // Whether the control block's module glob matches this interned module path
   // (OVF_NO_ID, no module, matches only an empty glob). Thread-safe.

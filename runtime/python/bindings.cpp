@@ -337,6 +337,8 @@ PYBIND11_MODULE(_ovf, m) {
   m.def("replaying", &ovf::replaying);
   m.def("replay_found", &ovf::replay_found,
         "Whether the replay has seen the op that made its first non-finite value.");
+  m.def("replay_producer", &ovf::replay_producer,
+        "(op, module path, line) of the replay's producing op, or None.");
 
   // The contract's values by name, as ring.h defines them (control.cpp's tables).
   py::dict on_event;

@@ -11,6 +11,7 @@
 #include "monitor.h"
 #include "op_observer.h"
 #include "py_hooks.h"
+#include "ring_writer.h"
 
 namespace py = pybind11;
 
@@ -54,6 +55,7 @@ void set_replay(py::object replay) {
 }
 
 void begin_replay() {
+  if (Monitor::instance().replaying()) return;  // a second pass (--on-nan pdb): armed already
   g_observe_before = read_control(ovf_state.control.observe);
   Monitor::instance().begin_replay();
   ovf_state.control.observe = g_observe_before | OVF_OBSERVE_OPS;
@@ -61,6 +63,15 @@ void begin_replay() {
 }
 
 bool replaying() { return Monitor::instance().replaying(); }
+
+py::object replay_producer() {
+  const ovf_record* r = find_record(Monitor::instance().replay_producer_seq());
+  if (r == nullptr) return py::none();
+  auto text = [](uint32_t id) -> py::object {
+    return id == OVF_NO_ID ? py::object(py::none()) : py::str(std::string(interned(id)));
+  };
+  return py::make_tuple(text(r->name_id), text(r->context_id), text(r->location_id));
+}
 
 bool replay_found() {
   // Device ops are judged when their statistics arrive (fast mode): the replay

@@ -11,12 +11,15 @@ namespace ovf {
 // None: no replay.
 void set_replay(pybind11::object replay);
 // The replay's forward begins: its records decide nothing, its ops are observed.
-// It ends when `replay` returns.
+// It ends when `replay` returns (a second pass begins nothing more).
 void begin_replay();
 bool replaying();
 // The replay has seen the op that made its first non-finite value (its device
 // ops' statistics waited for).
 bool replay_found();
+// (op, module path, "file.py:LINE in FUNC") of the replay's producing op (None where
+// unknown), or None before it is seen.
+pybind11::object replay_producer();
 
 }  // namespace ovf
 

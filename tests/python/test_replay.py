@@ -20,9 +20,14 @@ ENV = {
 REPLAYED = re.compile(r"ovf: replayed the forward of Net with its ops observed \(\d+\.\d\d s\)")
 
 
-def run_ovf(*args):
+def run_ovf(*args, stdin=""):
     return subprocess.run(
-        [PYTHON, "-m", "ovf", *args], capture_output=True, text=True, timeout=120, env=ENV
+        [PYTHON, "-m", "ovf", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=ENV,
+        input=stdin,
     )
 
 
@@ -103,3 +108,52 @@ def test_a_module_that_draws_from_outside_the_generators_diverges():
 def test_no_replay_leaves_module_mode_as_it_was():
     p = run_ovf("--no-replay", SCRIPT, "overflow")
     assert p.returncode == 1 and ovf_lines(p.stdout) == [], p.stdout
+
+
+def test_on_nan_pdb_stops_at_the_ops_line_in_the_same_call_then_raises():
+    # Scale runs twice a step; its second call passes float32's max: pdb stops in that
+    # call, before the multiplication, with its input at hand; `n` runs the line
+    line = born("second_call")
+    p = run_ovf(
+        "--on-nan",
+        "pdb",
+        SCRIPT,
+        "second_call",
+        stdin="p bool(x.abs().max() > 1e20)\nn\np bool(big.isinf().any())\nc\n",
+    )
+    assert p.returncode == 1, p.stderr
+    out = p.stdout
+    said = (
+        f"ovf: pdb at replays.py:{line} in forward, in call 2 of scale in the step replayed once"
+        " more, before aten::mul runs; 'c' ends the replay, then the run raises as it would"
+        " have\n"
+    )
+    assert said in out, out
+    after = out[out.index(said) + len(said) :]
+    assert after.startswith(f"> {SCRIPT}({line})forward()\n-> big = x * 1e30"), after
+    # the second call's input (~1e30), then the line's result: inf
+    assert "(Pdb) True\n(Pdb) > " in after and f"({line + 1})forward()" in after, after
+    assert after.count("(Pdb) True\n") == 2, after
+    # then the run goes on as without pdb: the report, then the raise
+    assert after.index("Detected inf/nan during batch_number=1") > after.index("(Pdb) True")
+    assert p.stderr.rstrip().splitlines()[-1].startswith("ovf.NonFiniteError: "), p.stderr
+
+
+def test_on_nan_pdb_without_the_replay_is_refused_in_one_line():
+    p = run_ovf("--on-nan", "pdb", "--no-replay", SCRIPT, "overflow")
+    assert (p.returncode, p.stdout) == (2, ""), p.stdout
+    assert p.stderr == (
+        "ovf: --on-nan pdb stops in the replay of the failing step: drop --no-replay\n"
+    ), p.stderr
+
+
+def test_on_nan_pdb_in_the_explicit_api_is_refused_in_one_line():
+    code = "import torch, ovf\novf.DebugUnderflowOverflow(torch.nn.Linear(2, 2), on_nan='pdb')"
+    p = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120, env=ENV)
+    assert p.returncode == 1, p.stderr
+    assert p.stderr.rstrip().splitlines()[-1] == (
+        "ovf._options.OptionError: ovf: on_nan pdb stops in the replay of the failing step,"
+        " which is off here (--no-replay, or DebugUnderflowOverflow(model), which keeps the"
+        " reference's behaviour): use python3 -m ovf --on-nan pdb or"
+        " ovf.enable(on_nan='pdb')"
+    ), p.stderr

@@ -60,7 +60,9 @@ def _parser():
         default="raise",
         help=(
             "what the first inf/nan does: raise (default), warn (report once, go on, exit 1), "
-            "abort (report, then dump core), wait (report, wait for gdb/lldb to attach)"
+            "abort (report, then dump core), wait (report, wait for gdb/lldb to attach), "
+            "pdb (replay the step and stop in pdb at the line of the op that made it, then "
+            "raise)"
         ),
     )
     p.add_argument(
@@ -295,6 +297,12 @@ def main(argv=None):
     if args.dump_batch is not None:
         env["OVF_DUMP_BATCH"] = args.dump_batch
     if args.no_replay:
+        if args.on_nan == "pdb":
+            print(
+                "ovf: --on-nan pdb stops in the replay of the failing step: drop --no-replay",
+                file=sys.stderr,
+            )
+            return 2
         env["OVF_REPLAY"] = "0"
     if args.wait_timeout is not None:
         env["OVF_WAIT_TIMEOUT"] = repr(args.wait_timeout)

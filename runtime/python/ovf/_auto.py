@@ -155,7 +155,7 @@ def enable(
     Every option is checked before anything is switched on: a refused one
     leaves the process as it was."""
     global _enabled
-    on_event = _options.on_event_code(on_nan)
+    on_event = _options.on_event_code(on_nan, replay=replay)
     device = _options.device_mode_code(device_mode)
     frames = _options.max_frames(max_frames_to_save)
     trace = _options.batch_list(trace_batch_nums)
@@ -219,7 +219,7 @@ def enable(
     _ovf.set_wait_timeout(wait_timeout)
     _ovf.set_event_summary_dir(summary_dir)
     _dump_batch.configure(dump_dir, _batch_root)
-    _replay.configure(replay, _batch_root)
+    _replay.configure(replay, _batch_root, pdb=on_nan == "pdb")
     if condition is not None:
         _condition.install(condition)
     _ovf.sync_op_observer()

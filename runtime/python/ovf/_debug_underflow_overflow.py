@@ -87,7 +87,7 @@ class DebugUnderflowOverflow:
         self.trace_batch_nums = _options.batch_list(trace_batch_nums)
         self.abort_after_batch_num = abort_after_batch_num
         abort_after = _options.optional_batch(abort_after_batch_num)
-        on_event = _options.on_event_code(on_nan)
+        on_event = _options.on_event_code(on_nan, replay=False)
         device = _options.device_mode_code(device_mode)
         if optimizers not in (False, True, "state"):
             raise _options.OptionError(

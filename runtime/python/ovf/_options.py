@@ -9,7 +9,7 @@ import torch  # noqa: F401, I001
 
 from . import _ovf
 
-ON_EVENT_CHOICES = ("raise", "warn", "abort", "wait", "continue")
+ON_EVENT_CHOICES = ("raise", "warn", "abort", "wait", "continue", "pdb")
 # OVF_STOP and OVF_OBSERVE names: the control block's bits (ring.h, enum
 # ovf_stop_bits and enum ovf_observe_bits) as the runtime names them.
 STOP_BITS = dict(_ovf.STOP_BITS)
@@ -32,12 +32,20 @@ def device_mode_code(value, where="device_mode"):
     return DEVICE_MODES[value]
 
 
-def on_event_code(value, where="on_nan"):
+def on_event_code(value, where="on_nan", replay=True):
+    """The runtime's on_event for an on_nan value. "pdb" raises, after the replay at the
+    event stopped in pdb (_replay_pdb.py): it needs the replay."""
     if value not in ON_EVENT_CHOICES:
         raise OptionError(
             f"ovf: {where} must be one of {', '.join(ON_EVENT_CHOICES)}; got {value!r}"
         )
-    return _ovf.ON_EVENT[value]
+    if value == "pdb" and not replay:
+        raise OptionError(
+            f"ovf: {where} pdb stops in the replay of the failing step, which is off here"
+            " (--no-replay, or DebugUnderflowOverflow(model), which keeps the reference's"
+            " behaviour): use python3 -m ovf --on-nan pdb or ovf.enable(on_nan='pdb')"
+        )
+    return _ovf.ON_EVENT["raise" if value == "pdb" else value]
 
 
 # What the runtime's fields hold (ring.h): max_frames_to_save is a uint32, batch
@@ -281,7 +289,7 @@ def from_environment(environ=None):
         "early_horizon": EARLY_HORIZON,
         "update_ratio": UPDATE_RATIO,
     }
-    on_event_code(opts["on_nan"], "OVF_ON_NAN")
+    on_event_code(opts["on_nan"], "OVF_ON_NAN", opts["replay"])
     if opts["condition"] is not None:
         from . import _condition
 

@@ -25,6 +25,7 @@ import torch
 from . import _held_step, _ovf
 
 _armed = False
+_pdb = False  # --on-nan pdb: the replay stops at the op's line in pdb (_replay_pdb.py)
 
 
 class _ReplayDone(BaseException):
@@ -32,10 +33,11 @@ class _ReplayDone(BaseException):
     model's own `except Exception` must not catch it)."""
 
 
-def configure(on, batch_root=None):
-    """Replays at module events (on) or not; `batch_root`: the model already found."""
-    global _armed
-    _armed = bool(on)
+def configure(on, batch_root=None, pdb=False):
+    """Replays at module events (on) or not; `batch_root`: the model already found;
+    `pdb`: then stops in pdb at the op's line (on_nan="pdb")."""
+    global _armed, _pdb
+    _armed, _pdb = bool(on), bool(on and pdb)
     _ovf.set_replay(run if _armed else None)
     if _armed and batch_root is not None:
         _held_step.attach(batch_root)
@@ -72,9 +74,14 @@ def run(frame_seq, batch):
             f"not replayed: the step changed {', '.join(changed)} in place since its forward began"
         )
     started = time.perf_counter()
-    error = _forward_again(module, held)
+    calls = _Calls()
+    error = _forward_again(module, held, calls.pre, calls.post)
     took = f"{time.perf_counter() - started:.2f} s"
     if _ovf.replay_found():
+        if _pdb:
+            from . import _replay_pdb
+
+            _replay_pdb.stop(module, _ovf.replay_producer(), calls.at_found(), _again(module, held))
         return f"replayed the forward of {type(module).__name__} with its ops observed ({took})"
     if error is not None:
         return (
@@ -88,13 +95,14 @@ def run(frame_seq, batch):
     )
 
 
-def _forward_again(module, held):
-    """Runs the held forward with ops observed; returns what it raised ("Type: text")
-    or None. The generators and the buffers come back as they were."""
+def _forward_again(module, held, pre, post):
+    """Runs the held forward with ops observed, `pre` and `post` global module hooks
+    while it runs (they raise _ReplayDone to end it); returns what it raised ("Type:
+    text") or None. The generators and the buffers come back as they were."""
     kept = _Kept(module)
     hooks = [
-        torch.nn.modules.module.register_module_forward_pre_hook(_end_when_found),
-        torch.nn.modules.module.register_module_forward_hook(_end_when_found),
+        torch.nn.modules.module.register_module_forward_pre_hook(pre),
+        torch.nn.modules.module.register_module_forward_hook(post),
     ]
     try:
         torch.set_rng_state(held.rng_cpu)
@@ -118,9 +126,32 @@ def _nonfinite(t):
     return (t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all())
 
 
-def _end_when_found(*_):
-    if _ovf.replay_found():
-        raise _ReplayDone
+class _Calls:
+    """Each module's forward calls in the replay until its producer is seen (then the
+    replay ends): which call of its module the producing op ran in."""
+
+    def __init__(self):
+        self.counts, self.found = {}, None
+
+    def pre(self, module, args):
+        self.end_when_found()
+        self.counts[module] = self.counts.get(module, 0) + 1
+
+    def post(self, module, args, output):
+        self.end_when_found()
+
+    def end_when_found(self):
+        if _ovf.replay_found():
+            self.found = dict(self.counts)
+            raise _ReplayDone
+
+    def at_found(self):
+        return self.found if self.found is not None else self.counts
+
+
+def _again(module, held):
+    """The replay once more, for pdb: (pre, post) -> what _forward_again returns."""
+    return lambda pre, post: _forward_again(module, held, pre, post)
 
 
 class _Kept:

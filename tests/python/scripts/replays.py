@@ -30,16 +30,26 @@ class Block(nn.Module):
         return h
 
 
+class Scale(nn.Module):
+    # |x| < 10: finite after one call, past float32's max after two
+    def forward(self, x):
+        big = x * 1e30  # made: second_call
+        return big
+
+
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
         self.block = Block()
+        self.scale = Scale()
         self.head = nn.Linear(8, 2)
 
     def forward(self, x, case=""):
         if case == "input_in_place":
             x.mul_(2)  # the step writes its input
             return self.head(torch.log(x - x))
+        if case == "second_call":
+            return self.head(self.scale(self.scale(self.block(x, case))))
         return self.head(self.block(x, case))
 
 
