@@ -1,7 +1,7 @@
 """The one-screen text printed when the debugger stops at an event."""
 
 from ovf_ring import cast, compiled, device, early, layout, samples, scaler
-from ovf_ring.event import bit_name, replay_lines
+from ovf_ring.event import bit_name, judged_lines, replay_lines
 from ovf_ring.first_value import carried_from, op_line
 from ovf_ring.frames import previous_frame, walk_back
 from ovf_ring.identity import rank_text
@@ -191,10 +191,7 @@ def stop_summary(ring, event, chosen=None):
             f"     {bit_name(bit)} in"
             f" {ring.text(line.name_id if event.checkpoint else line.label_id)}: {_counts(line)}"
         )
-        if line.diagnosis_id != layout.NO_ID:
-            out.append(f"     why: {ring.text(line.diagnosis_id)}")
-        if line.verdict_id != layout.NO_ID:
-            out.append(f"     verdict: {ring.text(line.verdict_id)}")
+        out += judged_lines(ring, line, prefix="     ")
         out += replay_lines(ring, line.seq, prefix="     ")
         if line.seq == ring.header.first_nonfinite_seq:
             out += [f"     {text}" for text in samples.first_lines(ring, line, rows_always=True)]

@@ -166,10 +166,16 @@ def replay_lines(ring, seq, prefix=""):
         f"{prefix}  produced by {ring.text(op.name_id)} in"
         f" {ring.module(op.context_id, 'no module')}{at}"
     )
-    if op.diagnosis_id != layout.NO_ID:
-        out.append(f"{prefix}  why: {ring.text(op.diagnosis_id)}")
-    if op.verdict_id != layout.NO_ID:
-        out.append(f"{prefix}  verdict: {ring.text(op.verdict_id)}")
+    return out + judged_lines(ring, op, prefix=f"{prefix}  ")
+
+
+def judged_lines(ring, r, prefix=""):
+    """["why: ...", "verdict: ..."]: what an op record says of its value, each where given."""
+    out = []
+    if r.diagnosis_id != layout.NO_ID:
+        out.append(f"{prefix}why: {ring.text(r.diagnosis_id)}")
+    if r.verdict_id != layout.NO_ID:
+        out.append(f"{prefix}verdict: {ring.text(r.verdict_id)}")
     return out
 
 
