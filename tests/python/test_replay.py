@@ -78,6 +78,10 @@ NOT_REPLAYED = {
         "not replayed: the event came outside the forward of Net in batch 1 (a module called"
         " after it, or judged after it returned); ovf replays the model's forward"
     ),
+    "sync_batchnorm": (
+        "not replayed: the model's forward talks to the other ranks (SyncBatchNorm): a replay"
+        " on this rank alone would wait for them"
+    ),
     "data_nan": (
         "not replayed: the model's input[0] held the non-finite value already (it came from the"
         " data or from code before the model)"

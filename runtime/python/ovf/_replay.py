@@ -15,7 +15,9 @@ replay wrote (BatchNorm's running statistics) are put back; no backward runs, so
 .grad moves, and the optimizer is not involved. It runs once a session. It does not
 run where it would not replay the same values: an input the step changed in place
 since its forward began, an event outside the batch root's forward (a loss module
-called after it), or one judged after that forward returned (fast device mode).
+called after it), or one judged after that forward returned (fast device mode); nor
+where the forward talks to other ranks (SyncBatchNorm, FSDP, DTensor): they would not
+join a replay's collectives, and it would wait for them forever.
 """
 
 import time
@@ -67,6 +69,12 @@ def run(frame_seq, batch):
         return (
             f"not replayed: the model's {', '.join(given)} held the non-finite value already"
             " (it came from the data or from code before the model)"
+        )
+    talking = _talks_to_other_ranks(module)
+    if talking:
+        return (
+            f"not replayed: the model's forward talks to the other ranks ({talking}): a replay"
+            " on this rank alone would wait for them"
         )
     changed = held.changed_in_place()
     if changed:
@@ -120,6 +128,22 @@ def _forward_again(module, held, pre, post):
             h.remove()
         kept.restore()
     return None
+
+
+def _talks_to_other_ranks(module):
+    """What in `module` runs collectives in its forward, in a distributed run: SyncBatchNorm's
+    statistics, FSDP's all-gathers, DTensor parameters (tensor parallelism); "" for none.
+    (DDP's own collectives are its wrapper's, which the replay does not call.)"""
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized()):
+        return ""
+    for sub in module.modules():
+        kind = type(sub).__name__
+        if kind == "SyncBatchNorm" or "FullyShardedDataParallel" in kind or kind.startswith("FSDP"):
+            return kind
+        if any(type(p).__name__ == "DTensor" for p in sub.parameters(recurse=False)):
+            return f"{kind} with DTensor parameters"
+    return ""
 
 
 def _nonfinite(t):

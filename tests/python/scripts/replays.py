@@ -76,6 +76,13 @@ def state_digest(net, opt):
 case = sys.argv[1]
 torch.manual_seed(0)
 net, loss_fn = Net(), Loss()
+if case == "sync_batchnorm":
+    # a one-rank Gloo group: a model with SyncBatchNorm in a distributed run (unused on CPU)
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    net.sync = nn.SyncBatchNorm(8)
+    case = "overflow"
 opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
 for step in range(3):
     x = torch.randn(16, 8)
