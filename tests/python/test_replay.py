@@ -109,6 +109,19 @@ def test_a_module_that_draws_from_outside_the_generators_diverges():
     ), p.stdout
 
 
+def test_a_collective_in_the_forward_ends_the_replay_instead_of_waiting_for_other_ranks():
+    # the other ranks are not replaying: an all_reduce would wait for them forever
+    p = run_ovf(SCRIPT, "all_reduce_in_forward")
+    assert p.returncode == 1, p.stderr
+    lines = ovf_lines(p.stdout)
+    assert len(lines) == 1 and re.fullmatch(
+        r"ovf: the replay of the forward of Net stopped at torch\.distributed\.all_reduce, which"
+        r" the other ranks would not join, before any op made a non-finite value"
+        r" \(\d+\.\d\d s\)",
+        lines[0],
+    ), p.stdout
+
+
 def test_no_replay_leaves_module_mode_as_it_was():
     p = run_ovf("--no-replay", SCRIPT, "overflow")
     assert p.returncode == 1 and ovf_lines(p.stdout) == [], p.stdout

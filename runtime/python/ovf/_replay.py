@@ -17,7 +17,8 @@ run where it would not replay the same values: an input the step changed in plac
 since its forward began, an event outside the batch root's forward (a loss module
 called after it), or one judged after that forward returned (fast device mode); nor
 where the forward talks to other ranks (SyncBatchNorm, FSDP, DTensor): they would not
-join a replay's collectives, and it would wait for them forever.
+join a replay's collectives, and it would wait for them forever; a collective the forward
+calls through torch.distributed's functions ends the replay where it is called.
 """
 
 import time
@@ -93,7 +94,7 @@ def run(frame_seq, batch):
         return f"replayed the forward of {type(module).__name__} with its ops observed ({took})"
     if error is not None:
         return (
-            f"the replay of the forward of {type(module).__name__} raised {error} before any op"
+            f"the replay of the forward of {type(module).__name__} {error} before any op"
             f" made a non-finite value ({took})"
         )
     return (
@@ -112,22 +113,65 @@ def _forward_again(module, held, pre, post):
         torch.nn.modules.module.register_module_forward_pre_hook(pre),
         torch.nn.modules.module.register_module_forward_hook(post),
     ]
+    refused = _CollectivesRefused()
     try:
         torch.set_rng_state(held.rng_cpu)
         if held.rng_cuda is not None:
             torch.cuda.set_rng_state_all(held.rng_cuda)
         _ovf.begin_replay()
-        with torch.set_grad_enabled(held.grad_enabled):
+        with refused, torch.set_grad_enabled(held.grad_enabled):
             module(*held.args, **held.kwargs)
     except _ReplayDone:
         pass
+    except _TalksToRanks as e:
+        return f"stopped at {e}, which the other ranks would not join,"
     except Exception as e:  # noqa: BLE001 -- the model's own failure on the replay: said
-        return f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        said = str(e).strip()
+        return f"raised {type(e).__name__}: {said.splitlines()[0] if said else ''}"
     finally:
         for h in hooks:
             h.remove()
         kept.restore()
     return None
+
+
+class _TalksToRanks(BaseException):
+    """A collective the replay's forward called (its name): the other ranks, not
+    replaying, would never join it. Not an Exception: the model must not catch it."""
+
+
+# torch.distributed's collectives a forward may call by module attribute (Megatron-style
+# layers, all_to_all in mixture-of-experts), refused while the replay runs.
+_COLLECTIVES = (
+    "all_reduce all_gather all_gather_into_tensor all_gather_object all_to_all"
+    " all_to_all_single broadcast broadcast_object_list reduce reduce_scatter"
+    " reduce_scatter_tensor gather scatter barrier send recv isend irecv"
+).split()
+
+
+class _CollectivesRefused:
+    """torch.distributed's collectives raise _TalksToRanks inside (a distributed run only)."""
+
+    def __enter__(self):
+        dist = torch.distributed
+        self.saved = {}
+        if dist.is_available() and dist.is_initialized():
+            for name in _COLLECTIVES:
+                if hasattr(dist, name):
+                    self.saved[name] = getattr(dist, name)
+                    setattr(dist, name, _refuse(f"torch.distributed.{name}"))
+        return self
+
+    def __exit__(self, *_):
+        for name, function in self.saved.items():
+            setattr(torch.distributed, name, function)
+
+
+def _refuse(name):
+    def refused(*args, **kwargs):
+        raise _TalksToRanks(name)
+
+    return refused
 
 
 def _talks_to_other_ranks(module):

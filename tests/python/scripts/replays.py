@@ -50,6 +50,10 @@ class Net(nn.Module):
             return self.head(torch.log(x - x))
         if case == "second_call":
             return self.head(self.scale(self.scale(self.block(x, case))))
+        if case == "all_reduce_in_forward":
+            h = self.block(x, "")
+            torch.distributed.all_reduce(h)  # a layer that sums over the ranks
+            return self.head(h * 1e38 * 1e38)
         return self.head(self.block(x, case))
 
 
@@ -76,11 +80,12 @@ def state_digest(net, opt):
 case = sys.argv[1]
 torch.manual_seed(0)
 net, loss_fn = Net(), Loss()
-if case == "sync_batchnorm":
-    # a one-rank Gloo group: a model with SyncBatchNorm in a distributed run (unused on CPU)
+if case in ("sync_batchnorm", "all_reduce_in_forward"):
+    # a one-rank Gloo group: a distributed run
     import torch.distributed as dist
 
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+if case == "sync_batchnorm":  # a model with SyncBatchNorm (unused: it needs a GPU)
     net.sync = nn.SyncBatchNorm(8)
     case = "overflow"
 opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
