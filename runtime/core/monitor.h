@@ -169,8 +169,9 @@ class Monitor {
   // first NaN/Inf (made in the module, or between modules), before the stop hook, the hook
   // runs the step's forward again with its ops observed (the driver knows how),
   // so that the report, the stop and a core name the op that made the value as
-  // --ops would. Once a session. `batch`: the event's. nullptr: no replay.
-  using ReplayHook = void (*)(uint64_t frame_seq, uint64_t batch);
+  // --ops would. Once a session. `batch`: the event's; `compiled`: the frame was
+  // written inside a torch.compile'd graph. nullptr: no replay.
+  using ReplayHook = void (*)(uint64_t frame_seq, uint64_t batch, bool compiled);
   void set_replay_hook(ReplayHook hook) { replay_hook_.store(hook, std::memory_order_release); }
   // Between the two, records are flagged OVF_FLAG_REPLAY and decide nothing (no
   // event, no first value, no response); the first producer among them is kept.

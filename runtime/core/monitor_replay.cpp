@@ -21,7 +21,7 @@ void Monitor::replay_if_due(const Committed& span, const ovf_record* records, ui
       (read_control(ovf_state.control.observe) & OVF_OBSERVE_OPS) || replayed_.exchange(true)) {
     return;
   }
-  hook(span.first, records[0].batch);
+  hook(span.first, records[0].batch, (records[0].flags & OVF_FLAG_COMPILED) != 0);
 }
 
 void Monitor::begin_replay() {

@@ -331,7 +331,8 @@ PYBIND11_MODULE(_ovf, m) {
   m.def("sync_op_observer", &ovf::sync_op_observer,
         "Arms or disarms the op observer per control.observe.");
   m.def("set_replay", &ovf::set_replay, py::arg("replay"),
-        "replay(frame_seq, batch) -> str runs at a module event holding the first NaN/Inf.");
+        "replay(frame_seq, batch, compiled) -> str runs at a module event holding the first "
+        "NaN/Inf.");
   m.def("begin_replay", &ovf::begin_replay,
         "The replay's forward begins: its records decide nothing, its ops are observed.");
   m.def("replaying", &ovf::replaying);

@@ -18,7 +18,7 @@ namespace py = pybind11;
 namespace ovf {
 namespace {
 
-py::object* g_replay = nullptr;  // _replay.py's run(frame_seq, batch) -> str
+py::object* g_replay = nullptr;  // _replay.py's run(frame_seq, batch, compiled) -> str
 uint32_t g_observe_before = 0;   // control.observe outside the replay
 
 // One line, whatever pybind11 appended.
@@ -27,13 +27,13 @@ std::string first_line(const char* what) {
   return text.substr(0, text.find('\n'));
 }
 
-void run_replay(uint64_t frame_seq, uint64_t batch) {
+void run_replay(uint64_t frame_seq, uint64_t batch, bool compiled) {
   if (g_replay == nullptr) return;
   py::gil_scoped_acquire gil;
   const ModuleStackMark mark = mark_modules();
   std::string said;
   try {
-    said = (*g_replay)(frame_seq, batch).cast<std::string>();
+    said = (*g_replay)(frame_seq, batch, compiled).cast<std::string>();
   } catch (const std::exception& e) {
     said = "not replayed: ovf's replay failed (" + first_line(e.what()) + ")";
   }

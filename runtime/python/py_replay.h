@@ -6,7 +6,7 @@
 
 namespace ovf {
 
-// `replay(frame_seq, batch) -> str` runs at a module event that holds the first
+// `replay(frame_seq, batch, compiled) -> str` runs at a module event that holds the first
 // NaN/Inf and returns the replay's line (how it went, or why it did not run);
 // None: no replay.
 void set_replay(pybind11::object replay);

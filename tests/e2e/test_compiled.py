@@ -48,6 +48,11 @@ def test_a_kernel_core_of_a_compiled_run(debugger, tmp_path):
     # auto mode this time (python3 -m ovf --on-nan abort): the same frames as explicit mode
     core, stdout = abort_core(tmp_path, args=[], script=SCRIPT, timeout=TIMEOUT)
     assert stdout.count(UNSEEN) == 1 and f"\n\n\n\n{NOTE}" in stdout, stdout
+    # no replay of compiled code: the eager forward is not what made the value
+    assert (
+        f"{NOTE}ovf: not replayed: the value was made inside a torch.compile'd graph, whose"
+        " fused kernels an eager replay would not run\n" in stdout
+    ), stdout
     cut = debugger.cut()
     out = debugger.run(["ovf status", cut, "ovf frames", cut], core=core)
     status, frames, _ = out.split(CUT_MARK)

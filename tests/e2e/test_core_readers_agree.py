@@ -23,15 +23,19 @@ FRAMES = 2
 
 def postmortem_answer(core):
     """postmortem's lines about the ring of `core`: stderr (its one-line errors, which name
-    the file first, as it takes several cores), then the listing after the summary's two
-    lines (whose process and batch `ovf frames` does not print)."""
+    the file first, as it takes several cores), then the listing after the summary (its
+    process, its first non-finite value and the indented lines under it: the replay's,
+    the verdict's; `ovf frames` prints none of them)."""
     out = run_python(["-m", "ovf.postmortem", "--frames", str(FRAMES), str(core)])
     errors = [line.replace(f"ovf: {core}: ", "ovf: ") for line in out.stderr.splitlines()]
     listing = out.stdout.splitlines()
     if listing:
         assert listing[0].startswith(f"{core}: process "), out.stdout
         assert listing[1].startswith("first non-finite: "), out.stdout
-    return errors + listing[2:]
+        listing = listing[2:]
+        while listing and listing[0].startswith("  "):
+            listing.pop(0)
+    return errors + listing
 
 
 def debugger_answer(debugger, core):

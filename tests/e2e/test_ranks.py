@@ -36,12 +36,19 @@ def test_only_the_rank_that_goes_non_finite_reports(tmp_path):
     assert out.returncode != 0
     reported = rank_stdout(tmp_path / "logs", 1)
     assert reported.count("Detected inf/nan during batch_number=2\n") == 1, reported
-    frames = reported[reported.index("Last 21 forward frames:") :].rstrip("\n").splitlines()
+    lines = reported[reported.index("Last 21 forward frames:") :].splitlines()
+    replayed = next(i for i, line in enumerate(lines) if line.startswith("ovf: replayed "))
+    frames = [line for line in lines[:replayed] if line]
     assert frames[-3:] == [
         "                  blocks.1.amp Amplifier",
         "1.38e-02 8.82e-01 input[0]",
         "     inf      inf output",
     ], frames[-3:]
+    # the replay names the op (no collective runs in the model's forward)
+    assert lines[replayed + 1] == (
+        "ovf: the first non-finite value was produced by aten::to in blocks.1.amp at"
+        " diverge.py:29 in forward (batch 2)"
+    ), lines
     assert "Detected inf/nan" not in rank_stdout(tmp_path / "logs", 0)
 
 

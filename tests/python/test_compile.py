@@ -67,6 +67,25 @@ def test_no_graph_break_and_the_eager_names():
     assert f"names {names}" in p.stdout
 
 
+def test_auto_mode_with_the_replay_armed_breaks_no_graph():
+    # python3 -m ovf's way: the replay holds each step's forward through hooks on the
+    # model, which torch.compile traces: they must trace to nothing
+    p = run(
+        """
+        import torch._dynamo as dynamo
+        from ovf import _auto, _held_step, _replay
+        _auto.enable()
+        model(x)  # found eagerly: the batch root; its forwards are held from the next one
+        model(x)
+        assert _replay.armed() and _held_step.latest() is not None
+        explained = dynamo.explain(model)(x)
+        print("breaks", explained.graph_break_count, "graphs", explained.graph_count)
+        """
+    )
+    assert p.returncode == 0, p.stderr
+    assert "breaks 0 graphs 1" in p.stdout, p.stdout + p.stderr
+
+
 def test_the_compiled_run_stops_at_the_same_module_as_the_eager_one():
     eager = run(
         """

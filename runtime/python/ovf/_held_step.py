@@ -90,7 +90,9 @@ def detach_unless_wanted():
 
 def _start(module, args, kwargs):
     global _latest
-    if _ovf.replaying():
+    # Traced by torch.compile (a compiled model's hooks are): nothing, so no graph break;
+    # a compiled step is not held (the replay says why it does not run there).
+    if torch.compiler.is_compiling() or _ovf.replaying():
         return
     # A NaN of the previous step's backward, with no optimizer step since (gradient
     # accumulation, a loop that skips the step): saved before its inputs are let go.
@@ -105,7 +107,7 @@ def _start(module, args, kwargs):
 
 
 def _end(module, args, kwargs, output):
-    if _ovf.replaying():
+    if torch.compiler.is_compiling() or _ovf.replaying():
         return
     if _latest is not None and _latest.module() is module:
         _latest.running = False

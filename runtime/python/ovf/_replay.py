@@ -52,9 +52,15 @@ def armed():
     return _armed
 
 
-def run(frame_seq, batch):
-    """The runtime's call at the event FRAME `frame_seq` of batch `batch`: replays
-    and returns its line for the report ("replayed ..." or "not replayed: why")."""
+def run(frame_seq, batch, compiled):
+    """The runtime's call at the event FRAME `frame_seq` of batch `batch` (`compiled`:
+    written inside a torch.compile'd graph): replays and returns its line for the report
+    ("replayed ..." or "not replayed: why")."""
+    if compiled:
+        return (
+            "not replayed: the value was made inside a torch.compile'd graph, whose fused"
+            " kernels an eager replay would not run"
+        )
     held = _held_step.latest()
     module = held.module() if held is not None else None
     if module is None:
