@@ -250,30 +250,28 @@ void compiled_forward_hook(py::handle module, py::handle args, py::handle output
 // forward began (a producer frame made its NaN itself, not a child) and which
 // module runs (the op observer names it).
 void forward_pre_hook(py::handle module, py::handle /*args*/) {
+  // A replay runs the step again: only which module runs is noted (its ops name it).
+  const bool replaying = Monitor::instance().replaying();
   auto it = modules().find(module.ptr());
-  if (Monitor::instance().replaying()) {  // the step again: only which module runs
-    if (it != modules().end())
-      push_module(module.ptr(), it->second.name_id,
-                  __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE));
-    return;
-  }
-  if (it == modules().end() && g_discover != nullptr) {
+  if (it == modules().end() && g_discover != nullptr && !replaying) {
     guarded([&] { (*g_discover)(module); });
     it = modules().find(module.ptr());
   }
   if (it == modules().end()) return;
-  if (module.ptr() == g_root) {
-    clear_modules_on_thread();  // drops entries of forwards that raised
-    Monitor::instance().begin_root_forward();
-    raise_pending();
-    if (running()) guarded([] { poll_device_frames(); });
+  if (!replaying) {
+    if (module.ptr() == g_root) {
+      clear_modules_on_thread();  // drops entries of forwards that raised
+      Monitor::instance().begin_root_forward();
+      raise_pending();
+      if (running()) guarded([] { poll_device_frames(); });
+    }
+    // After a raise pending from the step before: it is that step's.
+    if (it->second.step_root)
+      Monitor::instance().begin_step_root_forward(it->second.name_id, at::GradMode::is_enabled(),
+                                                  python_location());
+    // The data a loader returned since the last root forward went into this batch.
+    if (module.ptr() == g_root || it->second.step_root) claim_pending_samples(ovf_state.batch);
   }
-  // After a raise pending from the step before: it is that step's.
-  if (it->second.step_root)
-    Monitor::instance().begin_step_root_forward(it->second.name_id, at::GradMode::is_enabled(),
-                                                python_location());
-  // The data a loader returned since the last root forward went into this batch.
-  if (module.ptr() == g_root || it->second.step_root) claim_pending_samples(ovf_state.batch);
   push_module(module.ptr(), it->second.name_id,
               __atomic_load_n(&ovf_state.write_seq, __ATOMIC_ACQUIRE));
 }

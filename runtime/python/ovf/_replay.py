@@ -161,7 +161,7 @@ class _CollectivesRefused:
     def __enter__(self):
         dist = torch.distributed
         self.saved = {}
-        if dist.is_available() and dist.is_initialized():
+        if _distributed():
             for name in _COLLECTIVES:
                 if hasattr(dist, name):
                     self.saved[name] = getattr(dist, name)
@@ -180,12 +180,16 @@ def _refuse(name):
     return refused
 
 
+def _distributed():
+    dist = torch.distributed
+    return dist.is_available() and dist.is_initialized()
+
+
 def _talks_to_other_ranks(module):
     """What in `module` runs collectives in its forward, in a distributed run: SyncBatchNorm's
     statistics, FSDP's all-gathers, DTensor parameters (tensor parallelism); "" for none.
     (DDP's own collectives are its wrapper's, which the replay does not call.)"""
-    dist = torch.distributed
-    if not (dist.is_available() and dist.is_initialized()):
+    if not _distributed():
         return ""
     for sub in module.modules():
         kind = type(sub).__name__
