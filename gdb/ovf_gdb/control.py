@@ -29,3 +29,7 @@ class GdbControl(Control):
             gdb.execute(f"unset environment {name}", to_string=True)
         else:
             gdb.execute(f"set environment {name}={value}", to_string=True)
+
+    def resume(self):
+        gdb.execute("continue")
+        return ""

@@ -82,6 +82,15 @@ class LldbControl(Control):
         if value is None and target.GetEnvironment().Get(name) is not None and _NAME.match(name):
             self._command(f"settings append target.unset-env-vars {name}")
 
+    # ------------------------------------------------------------ running
+
+    def resume(self):
+        result = lldb.SBCommandReturnObject()
+        self.debugger.GetCommandInterpreter().HandleCommand("process continue", result)
+        if not result.Succeeded():
+            raise OvfError(f"ovf: process continue: {(result.GetError() or '').strip()}")
+        return result.GetOutput() or ""
+
     def _command(self, line):
         result = lldb.SBCommandReturnObject()
         self.debugger.GetCommandInterpreter().HandleCommand(line, result)

@@ -21,3 +21,8 @@ class Control(abc.ABC):
     def set_environment(self, name, value):
         """Sets (value a str) or unsets (value None) a variable of the inferior's
         environment for the next `run`."""
+
+    @abc.abstractmethod
+    def resume(self):
+        """Continues the stopped process as the debugger's `continue` does (the next
+        stop is reported as usual); returns text to print, if any."""

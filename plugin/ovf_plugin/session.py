@@ -15,6 +15,7 @@ from ovf_ring.ring import locate
 from ovf_ring.target import TargetMemoryError
 from ovf_ring.unopened_core import open_unopened
 
+from . import stepping
 from .arming import Arming
 from .summary import stop_summary
 from .wording import GDB
@@ -162,10 +163,15 @@ class Session:
             event = last_event(ring)
         except OvfError as e:
             return Decision(True, later=f"{e}\n")
+        if ring.header.step_state in stepping.AT_LINE:
+            return Decision(True, later=stepping.stop_text(ring))
         if event is None:
             return Decision(
                 True, later="ovf: stopped in ovf_stop_event, but the ring names no event\n"
             )
+        back = stepping.back_at_event_note(ring)
+        if back:  # the stop a replayed step ended at: the event's, again
+            return Decision(True, later=back + stop_summary(ring, event))
         record = event.record
         module = ring.text(event.module_id())
         decision = Decision(False)

@@ -225,5 +225,7 @@ def stop_summary(ring, event, chosen=None):
         if ring.header.snapshot_addr
         else ""
     )
+    if ring.header.step_state in (layout.STEPPING_AT_EVENT, layout.STEPPING_ENDED):
+        python += "`ovf step-into` replays the step into the producing module, "
     out.append(f"ovf: {python}`ovf frames` the frames before, `continue` runs to the next event")
     return "\n".join(out) + "\n"

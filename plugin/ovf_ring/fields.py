@@ -67,6 +67,7 @@ CONTROL_FIELDS = (
     ("cast_overflow_max", 608, "d"),
     ("cast_flush_max", 616, "d"),
     ("cast_subnormal_max", 624, "d"),
+    ("step_request", 632, "I"),  # layout 9
 )
 
 HEADER_FIELDS = (
@@ -106,4 +107,6 @@ HEADER_FIELDS = (
     ("pending_frames", 176, "I"),
     ("last_event_late", 180, "I"),
     ("samples_addr", 184, "Q"),  # layout 7 (zero before)
+    ("step_state", 192, "I"),  # layout 9
+    ("step_where_id", 196, "I"),
 )

@@ -1,4 +1,4 @@
-"""The ring's bytes, as runtime/include/ovf/ring.h lays them out (layout versions 1 to 7).
+"""The ring's bytes, as runtime/include/ovf/ring.h lays them out (layout versions 1 to 9).
 
 Versions: fields never move; additions go into reserved space and bump the
 version; a reader reads every version it knows and names a newer one as such.
@@ -18,7 +18,10 @@ bfloat16 and the float8 types would lose, flagged CAST), the CAST stop bit and
 observe bit, and the control block's cast_target (600) and cast limits (608-631);
 version 7 adds the record's rows (220-251: which rows of the first non-finite line's
 first dimension hold its NaN/Inf) and the header's samples_addr (184: the samples log,
-the dataset indices of the last batches, decoded by samples.py).
+the dataset indices of the last batches, decoded by samples.py); version 8 adds the
+record's verdict_id (252) and the replay flag; version 9 the header's step_state (192)
+and step_where_id (196), the control block's step_request (632) and the STEP stop bit
+(`ovf step-into`).
 
 Every field is listed with its offset and struct code, so that one table drives
 decoding, control-block writes and the test that compiles ring.h and compares
@@ -40,11 +43,11 @@ from .fields import (  # noqa: F401 (GLOB_SIZE, MAX_TRACE_BATCHES: part of the l
 
 MAGIC = 0x474E49522D46564F  # "OVF-RING" as a little-endian u64
 MAGIC_BYTES = struct.pack("<Q", MAGIC)
-LAYOUT_VERSION = 8
+LAYOUT_VERSION = 9
 HEADER_SIZE = 1024
 RECORD_SIZE = 256
 # every layout version this reader knows
-RECORD_SIZES = {1: 128, 2: 192, 3: 192, 4: 192, 5: 192, 6: 256, 7: 256, 8: 256}
+RECORD_SIZES = {1: 128, 2: 192, 3: 192, 4: 192, 5: 192, 6: 256, 7: 256, 8: 256, 9: 256}
 CONTROL_OFFSET = 256
 CONTROL_SIZE = 640
 NO_SEQ = 0xFFFFFFFFFFFFFFFF
@@ -164,6 +167,12 @@ STOP_BACKWARD = 1 << 7
 STOP_SCALER = 1 << 8  # a loss scaler gave up: skips in a row, or its scale below the floor
 STOP_EARLY = 1 << 9  # an early warning: growth toward the dtype's limit, or a huge update (5)
 STOP_CAST = 1 << 10  # a line's cast to control.cast_target loses more than a limit (6)
+# A stop on a line of the step replayed for `ovf step-into` (9): never armed, not an event.
+STOP_STEP = 1 << 11
+# enum ovf_step_request (control.step_request) and enum ovf_step_state (header step_state)
+STEP_NONE, STEP_INTO, STEP_NEXT, STEP_STEP, STEP_FINISH = range(5)
+STEPPING_NONE, STEPPING_AT_EVENT, STEPPING_AT_LINE, STEPPING_RETURNED = range(4)
+STEPPING_ENDED, STEPPING_REFUSED = 4, 5
 STOP_NAMES = (
     ("nan", STOP_NAN),
     ("inf", STOP_INF),

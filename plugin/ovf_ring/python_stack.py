@@ -20,7 +20,7 @@ def backtrace(ring):
             f'  File "{f.file}", line {f.line}, in {f.function}'
             + ("    <- the program's code (ovf py-locals)" if f.user else "")
         )
-        source = _source_line(f.file, f.line)
+        source = source_line(f.file, f.line)
         if source:
             out.append(f"    {source}")
     if len(snap.frames) == snapshot.MAX_FRAMES:
@@ -71,7 +71,7 @@ def _cut_notes(snap, names, missing):
     return [f"ovf: {', '.join(missing)} {verb} not in the snapshot (it {keeps}{has})"]
 
 
-def _source_line(path, line):
+def source_line(path, line):
     """The line's text as the file on this machine has it now ("" if unreadable),
     escaped: a source file is as untrusted as the names in the ring."""
     try:

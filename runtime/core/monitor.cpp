@@ -329,7 +329,7 @@ uint32_t Monitor::detect(const Committed& span, const ovf_record* records, uint3
     ovf_state.last_event_late = judging_late_ || request.late ? 1 : 0;
     replay_if_due(span, records, events, holds_first);
     if (events & kConditioned) write_event_summary(events & kConditioned, span.first);
-    reach_stop_hook(find_record(span.first), events);
+    stop_and_step(span.first, events);
   }
   return events;
 }

@@ -178,8 +178,18 @@ class Monitor {
   void begin_replay();
   // Ends the replay and writes its outcome into the FRAME `frame_seq`: cause_seq,
   // the producer's record (or OVF_NO_SEQ), and verdict_id, `said` (the driver's
-  // line: how the replay went, or why it did not run). Returns the producer's seq.
-  uint64_t end_replay(uint64_t frame_seq, const std::string& said);
+  // line: how the replay went, or why it did not run).
+  void end_replay(uint64_t frame_seq, const std::string& said);
+  // Ends a later pass of the replay (a debugger's stepping), which writes nothing.
+  void end_replay_pass();
+
+  // Stepping (`ovf step-into`, monitor_replay.cpp): when the stop hook of an event
+  // whose replay named its op returns with control.step_request OVF_STEP_INTO, the
+  // hook replays the step once more, stopping at the producing module's lines (the
+  // driver calls the stop hook there, OVF_STOP_STEP), and returns how it went; then
+  // the event's stop comes again. nullptr: no stepping.
+  using StepHook = std::string (*)(uint64_t frame_seq);
+  void set_step_hook(StepHook hook) { step_hook_.store(hook, std::memory_order_release); }
   bool replaying() const { return replaying_.load(std::memory_order_acquire); }
   // The replay has its producer: the driver may end the replay's forward there.
   bool replay_found() const { return replay_producer_seq() != OVF_NO_SEQ; }
@@ -301,7 +311,10 @@ class Monitor {
   std::atomic<bool> replaying_{false};
   std::atomic<uint64_t> replay_producer_{OVF_NO_SEQ};
   std::atomic<bool> replayed_{false};  // this session's replay ran (one a session)
-  std::mutex glob_mutex_;              // module_matches runs on autograd threads too (backward ops)
+  std::atomic<StepHook> step_hook_{nullptr};
+  // The event's stop hook, then the debugger's step-into requests (set_step_hook).
+  void stop_and_step(uint64_t frame_seq, uint32_t events);
+  std::mutex glob_mutex_;  // module_matches runs on autograd threads too (backward ops)
   std::vector<std::pair<uint32_t, bool>> glob_cache_;  // by name id: (generation + 1, matches)
 };
 

@@ -1,11 +1,14 @@
 // The replay of a step at a module event (monitor.h: set_replay_hook): the
 // monitor's half. The driver runs the forward again; here its records are kept
 // apart from the run's (flagged, deciding nothing) and its outcome lands in the
-// event's FRAME, where the report, the debuggers and cores read it.
+// event's FRAME, where the report, the debuggers and cores read it. Then, at the
+// event's stop, a debugger may step into the replayed step (set_step_hook).
 #include "control.h"
 #include "monitor.h"
 #include "record.h"
+#include "response.h"
 #include "ring_writer.h"
+#include "snapshot.h"
 
 namespace ovf {
 
@@ -40,17 +43,62 @@ void Monitor::note_replayed(const Committed& span, const ovf_record* records, ui
   }
 }
 
-uint64_t Monitor::end_replay(uint64_t frame_seq, const std::string& said) {
+void Monitor::end_replay(uint64_t frame_seq, const std::string& said) {
   replaying_.store(false, std::memory_order_release);
   const uint64_t producer = replay_producer_.exchange(OVF_NO_SEQ);
   const ovf_record* found = find_record(frame_seq);
-  if (found == nullptr) return producer;
+  if (found == nullptr) return;
   // The FRAME was published before the stop hook, which no debugger has reached yet.
   ovf_record frame = *found;
   frame.cause_seq = producer;
   frame.verdict_id = said.empty() ? OVF_NO_ID : intern(said);
   rewrite_record(frame);
-  return producer;
+}
+
+void Monitor::end_replay_pass() {
+  replaying_.store(false, std::memory_order_release);
+  replay_producer_.store(OVF_NO_SEQ);
+}
+
+namespace {
+
+// The event's replay named the op that made its value: there is a call to step into.
+bool replay_named_op(uint64_t frame_seq) {
+  const ovf_record* frame = find_record(frame_seq);
+  if (frame == nullptr || frame->kind != OVF_KIND_FRAME) return false;
+  const ovf_record* producer = find_record(frame->cause_seq);
+  return producer != nullptr && (producer->flags & OVF_FLAG_REPLAY);
+}
+
+void set_step_state(uint32_t state, const std::string& where) {
+  ovf_state.step_where_id = where.empty() ? OVF_NO_ID : intern(where);
+  ovf_state.step_state = state;
+}
+
+}  // namespace
+
+void Monitor::stop_and_step(uint64_t frame_seq, uint32_t events) {
+  const StepHook hook = step_hook_.load(std::memory_order_acquire);
+  const bool steppable = hook != nullptr && replay_named_op(frame_seq);
+  ovf_state.control.step_request = OVF_STEP_NONE;
+  set_step_state(steppable ? OVF_STEPPING_AT_EVENT : OVF_STEPPING_NONE, "");
+  reach_stop_hook(find_record(frame_seq), events);
+  // The debugger asked, at this stop, to step into the replayed step: each time,
+  // one more pass (its stops are the driver's), then this stop again.
+  while (read_control(ovf_state.control.step_request) == OVF_STEP_INTO) {
+    ovf_state.control.step_request = OVF_STEP_NONE;
+    if (steppable) {
+      const std::string said = hook(frame_seq);
+      set_step_state(OVF_STEPPING_ENDED, said);
+      take_snapshot(frame_seq);  // the event's stack and locals again, not the last line's
+    } else {
+      set_step_state(OVF_STEPPING_REFUSED,
+                     "no replay named the op that made this event's value: nothing to step into");
+    }
+    reach_stop_hook(find_record(frame_seq), events);
+  }
+  ovf_state.control.step_request = OVF_STEP_NONE;
+  set_step_state(OVF_STEPPING_NONE, "");
 }
 
 }  // namespace ovf

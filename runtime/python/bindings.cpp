@@ -335,6 +335,11 @@ PYBIND11_MODULE(_ovf, m) {
         "NaN/Inf.");
   m.def("begin_replay", &ovf::begin_replay,
         "The replay's forward begins: its records decide nothing, its ops are observed.");
+  m.def("set_step", &ovf::set_step, py::arg("step"),
+        "step(frame_seq) -> str replays the step for a debugger's `ovf step-into`; None: off");
+  m.def("step_stop", &ovf::step_stop, py::arg("frame"), py::arg("where"), py::arg("state"),
+        "A stop at a line of the stepping pass (the debugger's breakpoint): returns its "
+        "request, enum ovf_step_request");
   m.def("replaying", &ovf::replaying);
   m.def("replay_found", &ovf::replay_found,
         "Whether the replay has seen the op that made its first non-finite value.");
@@ -354,6 +359,13 @@ PYBIND11_MODULE(_ovf, m) {
       py::dict(py::arg("fp16") = int(OVF_CAST_FLOAT16), py::arg("bf16") = int(OVF_CAST_BFLOAT16),
                py::arg("fp8_e4m3") = int(OVF_CAST_FLOAT8_E4M3),
                py::arg("fp8_e5m2") = int(OVF_CAST_FLOAT8_E5M2));
+  // Stepping in the replayed step (`ovf step-into`): ring.h's ovf_step_request and ovf_step_state.
+  m.attr("STEP_REQUEST") =
+      py::dict(py::arg("none") = int(OVF_STEP_NONE), py::arg("into") = int(OVF_STEP_INTO),
+               py::arg("next") = int(OVF_STEP_NEXT), py::arg("step") = int(OVF_STEP_STEP),
+               py::arg("finish") = int(OVF_STEP_FINISH));
+  m.attr("STEP_STATE") = py::dict(py::arg("at_line") = int(OVF_STEPPING_AT_LINE),
+                                  py::arg("returned") = int(OVF_STEPPING_RETURNED));
   m.attr("HEADROOM_DTYPES") =
       py::dict(py::arg("fp16") = int(OVF_DTYPE_FLOAT16), py::arg("bf16") = int(OVF_DTYPE_BFLOAT16),
                py::arg("fp8_e4m3") = int(OVF_DTYPE_FLOAT8_E4M3),

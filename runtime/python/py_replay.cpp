@@ -11,6 +11,7 @@
 #include "monitor.h"
 #include "op_observer.h"
 #include "py_hooks.h"
+#include "py_snapshot.h"
 #include "ring_writer.h"
 
 namespace py = pybind11;
@@ -27,23 +28,41 @@ std::string first_line(const char* what) {
   return text.substr(0, text.find('\n'));
 }
 
-void run_replay(uint64_t frame_seq, uint64_t batch, bool compiled) {
-  if (g_replay == nullptr) return;
+py::object* g_step = nullptr;  // _replay_step.py's run(frame_seq) -> str
+
+// Calls a pass of the replay (`call` returns its line; `failed` prefixes an error's)
+// and puts back what an aborted pass leaves: module stack entries, the ops armed.
+template <typename Call>
+std::string run_pass(Call call, const char* failed) {
   py::gil_scoped_acquire gil;
   const ModuleStackMark mark = mark_modules();
   std::string said;
   try {
-    said = (*g_replay)(frame_seq, batch, compiled).cast<std::string>();
+    said = call().template cast<std::string>();
   } catch (const std::exception& e) {
-    said = "not replayed: ovf's replay failed (" + first_line(e.what()) + ")";
+    said = failed + first_line(e.what()) + ")";
   }
   return_to_mark(mark);
-  Monitor& monitor = Monitor::instance();
-  if (monitor.replaying()) {
+  if (Monitor::instance().replaying()) {
     ovf_state.control.observe = g_observe_before;
     sync_op_observer();
   }
-  monitor.end_replay(frame_seq, said);
+  return said;
+}
+
+void run_replay(uint64_t frame_seq, uint64_t batch, bool compiled) {
+  if (g_replay == nullptr) return;
+  const std::string said = run_pass([&] { return (*g_replay)(frame_seq, batch, compiled); },
+                                    "not replayed: ovf's replay failed (");
+  Monitor::instance().end_replay(frame_seq, said);
+}
+
+std::string run_step(uint64_t frame_seq) {
+  if (g_step == nullptr) return "";
+  const std::string said =
+      run_pass([&] { return (*g_step)(frame_seq); }, "ovf's replay for stepping failed (");
+  Monitor::instance().end_replay_pass();
+  return said;
 }
 
 }  // namespace
@@ -60,6 +79,22 @@ void begin_replay() {
   Monitor::instance().begin_replay();
   ovf_state.control.observe = g_observe_before | OVF_OBSERVE_OPS;
   sync_op_observer();
+}
+
+void set_step(py::object step) {
+  delete g_step;
+  g_step = step.is_none() ? nullptr : new py::object(std::move(step));
+  Monitor::instance().set_step_hook(g_step != nullptr ? &run_step : nullptr);
+}
+
+uint32_t step_stop(py::handle frame, const std::string& where, uint32_t state) {
+  const uint64_t event_seq = ovf_state.last_event_seq;
+  ovf_state.step_where_id = intern(where);
+  ovf_state.step_state = state;
+  snapshot_frame(frame.ptr(), event_seq);  // `ovf py-locals`: this frame's live locals
+  ovf_state.control.step_request = OVF_STEP_NONE;
+  reach_stop_hook(find_record(event_seq), OVF_STOP_STEP);
+  return read_control(ovf_state.control.step_request);
 }
 
 bool replaying() { return Monitor::instance().replaying(); }

@@ -4,6 +4,9 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
+#include <string>
+
 namespace ovf {
 
 // `replay(frame_seq, batch, compiled) -> str` runs at a module event that holds the first
@@ -14,6 +17,13 @@ void set_replay(pybind11::object replay);
 // It ends when `replay` returns (a second pass begins nothing more).
 void begin_replay();
 bool replaying();
+// `step(frame_seq) -> str` replays the step once more for a debugger's `ovf step-into`
+// (its line: how the pass went); None: no stepping.
+void set_step(pybind11::object step);
+// A stop at a line of that pass: `frame` (a Python frame) is where; `where` its text
+// for the debugger; `state` enum ovf_step_state. Returns the debugger's request
+// (enum ovf_step_request): OVF_STEP_NONE where there is no debugger.
+uint32_t step_stop(pybind11::handle frame, const std::string& where, uint32_t state);
 // The replay has seen the op that made its first non-finite value (its device
 // ops' statistics waited for).
 bool replay_found();

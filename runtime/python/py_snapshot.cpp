@@ -159,13 +159,17 @@ std::string absolute_path(const std::string& file) {
   return std::string(cwd) + "/" + (file.rfind("./", 0) == 0 ? file.substr(2) : file);
 }
 
+// snapshot_frame's frame, shown as the program's own (nullptr: the innermost of
+// the program's own code is). Set and read with the GIL held.
+PyFrameObject* g_focus = nullptr;
+
 void write_snapshot(ovf_snapshot* s) {
   if (!Py_IsInitialized()) return;
   // A thread with no Python (an autograd worker) has no stack to show.
   if (PyGILState_GetThisThreadState() == nullptr) return;
   PyGILState_STATE gil = PyGILState_Ensure();
   try {
-    PyFrameObject* frame = PyEval_GetFrame();  // borrowed
+    PyFrameObject* frame = g_focus != nullptr ? g_focus : PyEval_GetFrame();  // borrowed
     Py_XINCREF(frame);
     bool user_seen = false;
     while (frame != nullptr && s->frame_count < OVF_SNAPSHOT_FRAMES) {
@@ -178,7 +182,7 @@ void write_snapshot(ovf_snapshot* s) {
       f.line = PyFrame_GetLineNumber(frame);
       f.flags = 0;
       Py_DECREF(code);
-      if (!user_seen && is_user_file(file)) {
+      if (!user_seen && (g_focus != nullptr || is_user_file(file))) {
         user_seen = true;
         f.flags = OVF_SNAP_USER;
         add_locals(s, frame);
@@ -205,6 +209,12 @@ std::string package_dir(const char* module) {
 }
 
 }  // namespace
+
+void snapshot_frame(PyObject* frame, uint64_t event_seq) {
+  g_focus = PyFrame_Check(frame) ? reinterpret_cast<PyFrameObject*>(frame) : nullptr;
+  take_snapshot(event_seq);
+  g_focus = nullptr;
+}
 
 // "real_models.py:177 in normalised_distance": the program's own innermost
 // frame on this thread, interned; cached by code object and line (code objects

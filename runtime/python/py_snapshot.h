@@ -7,10 +7,17 @@
 
 #include <cstdint>
 
+typedef struct _object PyObject;  // Python.h's own declaration
+
 namespace ovf {
 
 // Registers the writer with the core (once the interpreter runs ovf).
 void install_python_snapshot();
+
+// Takes the snapshot of the event `event_seq` (core/snapshot.h) from `frame` (a
+// PyFrameObject*) outwards, its locals shown whoever's code it runs: a debugger's
+// step stop in the replayed step (the stepping's own frames above it are left out).
+void snapshot_frame(PyObject* frame, uint64_t event_seq);
 
 // The program's own innermost frame on this thread, "file.py:LINE in function",
 // interned (OVF_NO_ID where none): where an op ran, or where a model was called.

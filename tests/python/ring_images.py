@@ -63,6 +63,9 @@ class NoDebuggerControl(Control):
     def set_environment(self, name, value):
         pass
 
+    def resume(self):
+        raise AssertionError("no process to resume: a test's ring image is not running")
+
 
 class RingBuilder:
     """Writes records as the runtime does: one contiguous run per frame."""

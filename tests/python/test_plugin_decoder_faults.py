@@ -60,8 +60,9 @@ def test_overwritten_record_is_reported_not_printed():
         (dict(magic=0), "the ovf runtime is loaded but its ring is not initialised yet"),
         (dict(magic=0x1234), "holds no ovf ring (magic 0x0000000000001234)"),
         (
-            dict(layout_version=9),
-            "the ring has layout version 9, newer than this ovf debugger extension reads (8)",
+            dict(layout_version=layout.LAYOUT_VERSION + 1),
+            f"the ring has layout version {layout.LAYOUT_VERSION + 1}, newer than this ovf"
+            f" debugger extension reads ({layout.LAYOUT_VERSION})",
         ),
         (dict(record_size=96), "is corrupt (header 1024 bytes, record 96 bytes"),
         (dict(record_capacity=100), "is corrupt (record capacity 100 is not a power of two"),

@@ -84,6 +84,7 @@ int main() {
   F(ovf_control, cast_overflow_max);
   F(ovf_control, cast_flush_max);
   F(ovf_control, cast_subnormal_max);
+  F(ovf_control, step_request);
   first = true;
   std::printf("], \"header\": [");
   F(ovf_state_t, magic);
@@ -122,6 +123,8 @@ int main() {
   F(ovf_state_t, pending_frames);
   F(ovf_state_t, last_event_late);
   F(ovf_state_t, samples_addr);
+  F(ovf_state_t, step_state);
+  F(ovf_state_t, step_where_id);
   std::printf("], \"sizes\": {\"record\": %zu, \"control\": %zu, \"header\": %zu, "
               "\"control_offset\": %zu},",
               sizeof(ovf_record), sizeof(ovf_control), sizeof(ovf_state_t),
@@ -230,6 +233,8 @@ PYTHON_NAME = [  # (C prefix, module, Python prefix)
     ("OVF_OBSERVE_", layout, "OBSERVE_"),
     ("OVF_DEVICE_MODE_", layout, "DEVICE_MODE_"),
     ("OVF_BACKEND_", layout, "BACKEND_"),
+    ("OVF_STEPPING_", layout, "STEPPING_"),
+    ("OVF_STEP_", layout, "STEP_"),
     ("OVF_SNAP_USER", snapshot, "FLAG_USER"),
     ("OVF_SNAP_", snapshot, "LOCAL_"),
 ]

@@ -26,7 +26,7 @@ extern "C" {
 // "OVF-RING" read as a little-endian u64. Written at start-up, not stored in
 // .rodata as a string, so a memory scan for it finds the live state first.
 #define OVF_MAGIC 0x474e49522d46564fULL
-#define OVF_LAYOUT_VERSION 8u
+#define OVF_LAYOUT_VERSION 9u
 #define OVF_HEADER_SIZE 1024u
 #define OVF_RECORD_SIZE 256u  // 192 in layouts 2-5, 128 in layout 1
 #define OVF_CONTROL_OFFSET 256u
@@ -239,6 +239,29 @@ enum ovf_stop_bits {
   // the share of its elements that overflow, flush to zero or turn subnormal
   // above control.cast_overflow_max, cast_flush_max or cast_subnormal_max.
   OVF_STOP_CAST = 1u << 10,
+  // A stop on a line of the step replayed for `ovf step-into` (layout 9): not an
+  // event of the run; the header's step_state and step_where_id say where.
+  OVF_STOP_STEP = 1u << 11,
+};
+
+// What a debugger asks of the runtime at a stop (control.step_request, layout 9),
+// read when the stop hook returns: step into the replayed step, then move in it.
+enum ovf_step_request {
+  OVF_STEP_NONE = 0,    // go on: at a line of the replay, that ends it (back at the event)
+  OVF_STEP_INTO = 1,    // at an event: replay the step, stop at the producing module's first line
+  OVF_STEP_NEXT = 2,    // the next line in this function (or its caller's, once it returns)
+  OVF_STEP_STEP = 3,    // the next line anywhere, into the functions it calls
+  OVF_STEP_FINISH = 4,  // the next line once this function has returned
+};
+
+// Where the runtime is with a debugger's stepping (header step_state, layout 9).
+enum ovf_step_state {
+  OVF_STEPPING_NONE = 0,      // not at a stop ovf_step_request applies to
+  OVF_STEPPING_AT_EVENT = 1,  // at an event whose replay named the op: OVF_STEP_INTO applies
+  OVF_STEPPING_AT_LINE = 2,   // at a line of the replayed step (OVF_STOP_STEP)
+  OVF_STEPPING_RETURNED = 3,  // the producing module's forward returns in the replay
+  OVF_STEPPING_ENDED = 4,     // back at the event after a replay; step_where_id says how it went
+  OVF_STEPPING_REFUSED = 5,   // back at the event: the replay could not step (step_where_id: why)
 };
 
 // What the runtime observes beyond module forwards (control.observe).
@@ -298,12 +321,15 @@ typedef struct ovf_control {
   double update_ratio_max;  // +592 OVF_STOP_EARLY: an optimizer step's |dw|/|w| above (0: off)
   // Layout 6: OVF_STOP_CAST. A limit is a share of a line's elements (0..1); a
   // negative one is off, 0 stops at the first element lost.
-  uint32_t cast_target;                      // +600 enum ovf_cast_target the limits are for
-  uint32_t reserved_cast;                    // +604 zero
-  double cast_overflow_max;                  // +608
-  double cast_flush_max;                     // +616
-  double cast_subnormal_max;                 // +624
-  uint8_t reserved[OVF_CONTROL_SIZE - 632];  // room to grow
+  uint32_t cast_target;       // +600 enum ovf_cast_target the limits are for
+  uint32_t reserved_cast;     // +604 zero
+  double cast_overflow_max;   // +608
+  double cast_flush_max;      // +616
+  double cast_subnormal_max;  // +624
+  // Layout 9: a debugger's request at a stop (enum ovf_step_request); the runtime
+  // sets it back to OVF_STEP_NONE before it stops again.
+  uint32_t step_request;                     // +632
+  uint8_t reserved[OVF_CONTROL_SIZE - 636];  // room to grow
 } ovf_control;
 
 // The event snapshot: where the program was when the value was made, taken
@@ -449,7 +475,11 @@ typedef struct ovf_state_t {
   // Layout 7 (0 in earlier layouts):
   uint64_t samples_addr;  // 184  ovf_samples_log: the dataset indices of the last batches
                           //      (0: no DataLoader batch was seen)
-  uint8_t reserved0[OVF_CONTROL_OFFSET - 192];
+  // Layout 9 (0 in earlier layouts): stepping in a replayed step.
+  uint32_t step_state;     // 192  enum ovf_step_state
+  uint32_t step_where_id;  // 196  "model.py:45 in forward (...)": the line of a step stop, or
+                           //      how the replay went (OVF_NO_ID: none)
+  uint8_t reserved0[OVF_CONTROL_OFFSET - 200];
   ovf_control control;  // 256
   uint8_t reserved1[OVF_HEADER_SIZE - OVF_CONTROL_OFFSET - OVF_CONTROL_SIZE];
 } ovf_state_t;

@@ -65,6 +65,7 @@ static_assert(offsetof(ovf_control, cast_target) == 600, "layout");
 static_assert(offsetof(ovf_control, cast_overflow_max) == 608, "layout");
 static_assert(offsetof(ovf_control, cast_flush_max) == 616, "layout");
 static_assert(offsetof(ovf_control, cast_subnormal_max) == 624, "layout");
+static_assert(offsetof(ovf_control, step_request) == 632, "layout");
 
 static_assert(sizeof(ovf_snapshot_frame) == 16, "layout");
 static_assert(sizeof(ovf_snapshot_local) == 136, "layout");
@@ -122,6 +123,8 @@ static_assert(offsetof(ovf_state_t, device_backends) == 172, "layout");
 static_assert(offsetof(ovf_state_t, pending_frames) == 176, "layout");
 static_assert(offsetof(ovf_state_t, last_event_late) == 180, "layout");
 static_assert(offsetof(ovf_state_t, samples_addr) == 184, "layout");
+static_assert(offsetof(ovf_state_t, step_state) == 192, "layout");
+static_assert(offsetof(ovf_state_t, step_where_id) == 196, "layout");
 static_assert(offsetof(ovf_state_t, control) == OVF_CONTROL_OFFSET, "layout");
 
 #endif  // OVF_RING_OFFSETS_H

@@ -42,6 +42,9 @@ def configure(on, batch_root=None, pdb=False):
     global _armed, _pdb
     _armed, _pdb = bool(on), bool(on and pdb)
     _ovf.set_replay(run if _armed else None)
+    from . import _replay_step
+
+    _ovf.set_step(_replay_step.run if _armed else None)
     if _armed and batch_root is not None:
         _held_step.attach(batch_root)
     elif not _armed:
@@ -93,10 +96,12 @@ def run(frame_seq, batch, compiled):
     error = _forward_again(module, held, calls.pre, calls.post)
     took = f"{time.perf_counter() - started:.2f} s"
     if _ovf.replay_found():
+        global found
+        found = Found(module, _ovf.replay_producer(), calls.at_found(), _again(module, held))
         if _pdb:
             from . import _replay_pdb
 
-            _replay_pdb.stop(module, _ovf.replay_producer(), calls.at_found(), _again(module, held))
+            _replay_pdb.stop(found)
         return f"replayed the forward of {type(module).__name__} with its ops observed ({took})"
     if error is not None:
         return (
@@ -108,6 +113,51 @@ def run(frame_seq, batch, compiled):
         f" ({took}): it diverged from the run (nondeterministic kernels, state the step"
         " changes, or a hardware fault)"
     )
+
+
+class Found:
+    """What the replay found, for a later pass that stops in the producing call:
+    `root` the batch root; `producer` (op, module path, "file.py:LINE in FUNC");
+    `calls` {module: forward calls} up to it; `again(pre, post)` replays once more."""
+
+    def __init__(self, root, producer, calls, again):
+        self.root, self.producer, self.calls, self.again = root, producer, calls, again
+
+    def target(self):
+        """(the producing module, which of its calls, its name for a line)."""
+        path = self.producer[1]
+        module = dict(self.root.named_modules()).get(path) if path is not None else None
+        module = module if module is not None else self.root
+        return module, self.calls.get(module, 1), path or f"<root {type(self.root).__name__}>"
+
+
+found = None  # the session's replay that named its op (a Found), for pdb and ovf step-into
+
+
+class InCall:
+    """Global module hooks for a later pass of the replay: enter() runs as `call`
+    of `module` begins, leave() as it returns; the pass ends at the hook after end()."""
+
+    def __init__(self, module, call, enter, leave):
+        self.module, self.call, self.enter, self.leave = module, call, enter, leave
+        self.calls, self.ended = 0, False
+
+    def end(self):
+        self.ended = True
+
+    def pre(self, module, args):
+        if self.ended:
+            raise _ReplayDone
+        if module is self.module:
+            self.calls += 1
+            if self.calls == self.call:
+                self.enter()
+
+    def post(self, module, args, output):
+        if self.ended:
+            raise _ReplayDone
+        if module is self.module and self.calls == self.call:
+            self.leave()
 
 
 def _forward_again(module, held, pre, post):

@@ -13,49 +13,35 @@ import pdb
 import re
 import sys
 
-from ._replay import _ReplayDone
+from ._replay import InCall
 
 
-def stop(root, producer, calls, forward_again):
-    """`producer`: (op, module path, "file.py:LINE in FUNC") of the replay's producing
-    op; `calls`: {module: forward calls} up to it; `forward_again(pre, post)` replays."""
-    if producer is None:
+def stop(found):
+    """`found`: the replay's _replay.Found; replays once more, stopping in pdb."""
+    if found.producer is None:
         return
-    op, path, where = producer
+    op, _, where = found.producer
     place = re.fullmatch(r"(.+):(\d+) in (.+)", where)
     if place is None:
         _say(f"ovf: no pdb: the replay named {op} without its line")
         return
-    target = dict(root.named_modules()).get(path) if path is not None else None
-    stopper = _Stopper(target, calls.get(target, 1), place.group(1), int(place.group(2)))
-    name = path or f"<root {type(root).__name__}>"
+    module, call, name = found.target()
+    stopper = _Stopper(place.group(1), int(place.group(2)))
+    watch = InCall(module, call, lambda: sys.settrace(stopper.trace), lambda: sys.settrace(None))
+    stopper.watch = watch
     _say(
-        f"ovf: pdb at {where}, in call {stopper.call} of {name} in the step replayed once more,"
+        f"ovf: pdb at {where}, in call {call} of {name} in the step replayed once more,"
         f" before {op} runs; 'c' ends the replay, then the run raises as it would have"
     )
-    forward_again(stopper.pre, stopper.post)
+    found.again(watch.pre, watch.post)
     if not stopper.stopped:
         _say(f"ovf: no pdb: the replay did not reach {where} again")
 
 
 class _Stopper:
-    def __init__(self, module, call, file, line):
-        self.module, self.call, self.file, self.line = module, call, file, line
-        self.calls, self.stopped, self.done = 0, False, False
-
-    def pre(self, module, args):
-        if self.done:
-            raise _ReplayDone
-        if module is self.module or self.module is None:
-            self.calls += 1
-            if self.calls == self.call or self.module is None:
-                sys.settrace(self.trace)
-
-    def post(self, module, args, output):
-        if self.done:
-            raise _ReplayDone
-        if module is self.module and self.calls == self.call:
-            sys.settrace(None)  # its call is over
+    def __init__(self, file, line):
+        self.file, self.line = file, line
+        self.stopped, self.watch = False, None
 
     def trace(self, frame, event, arg):
         if event == "call":
@@ -74,7 +60,7 @@ class _Stopper:
             outer = outer.f_back
         debugger.interaction(frame, None)
         if debugger.stopframe is debugger.botframe and debugger.returnframe is None:
-            self.done = True  # `c`: the replay ends at its next module hook
+            self.watch.end()  # `c`: the replay ends at its next module hook
             return None
         sys.settrace(debugger.trace_dispatch)  # `n`, `s`: pdb follows on
         return debugger.trace_dispatch
