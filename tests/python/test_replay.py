@@ -97,11 +97,21 @@ def test_a_step_that_would_not_replay_the_same_values_says_why(case):
 
 
 NO_OP_NAMED = {
-    # Block makes inf on the run's second call only: the replay (its third) does not
+    # Block makes inf on the run's second call only: the replay (its third) does not;
+    # the first module whose output statistics differ from the run's records is named
     "outside_noise": (
         r"ovf: the replay of the forward of Net made no non-finite value \(\d+\.\d\d s\): it"
-        r" diverged from the run \(nondeterministic kernels, state the step changes, or a"
-        r" hardware fault\)"
+        r" diverged from the run at block \(first difference: output \+inf count 64 in the"
+        r" run, 0 in the replay\): nondeterministic kernels, state the step changes, or a"
+        r" hardware fault"
+    ),
+    # Block scales by 1e30 on the run's call only (finite): Scale overflowed after it in
+    # the run, not in the replay; the divergence is at Block, not at the event's module
+    "upstream_noise": (
+        r"ovf: the replay of the forward of Net made no non-finite value \(\d+\.\d\d s\): it"
+        r" diverged from the run at block \(first difference: output abs max 2\.69e\+30 in"
+        r" the run, 2\.69e\+00 in the replay\): nondeterministic kernels, state the step"
+        r" changes, or a hardware fault"
     ),
     # the other ranks are not replaying: an all_reduce would wait for them forever
     "all_reduce_in_forward": (
@@ -118,6 +128,26 @@ def test_a_replay_that_names_no_op_says_why_in_one_line(case):
     assert p.returncode == 1, p.stderr
     lines = ovf_lines(p.stdout)
     assert len(lines) == 1 and re.fullmatch(NO_OP_NAMED[case], lines[0]), p.stdout
+
+
+def test_a_replay_that_left_the_run_before_its_op_says_so():
+    """Block's output is 1e30 times larger in the run than in the replay; Scale, called
+    twice, overflows in its first call in the run and in its second in the replay: the
+    op is named, with the module where the replay left the run before it."""
+    p = run_ovf(SCRIPT, "noise_then_overflow")
+    assert p.returncode == 1, p.stderr
+    lines = ovf_lines(p.stdout)
+    assert re.fullmatch(
+        r"ovf: replayed the forward of Net with its ops observed \(\d+\.\d\d s\); but it"
+        r" diverged from the run at block \(first difference: output abs max 2\.69e\+30 in the"
+        r" run, 2\.69e\+00 in the replay\) before that op: nondeterministic kernels, state the"
+        r" step changes, or a hardware fault",
+        lines[0],
+    ), p.stdout
+    assert lines[1] == (
+        "ovf: the first non-finite value was produced by aten::mul in scale at"
+        f" replays.py:{born('second_call')} in forward (batch 1)"
+    ), p.stdout
 
 
 def test_no_replay_leaves_module_mode_as_it_was():

@@ -12,7 +12,7 @@ import weakref
 
 import torch
 
-from . import _dump_batch, _ovf
+from . import _dump_batch, _ovf, _replay_check
 
 _latest = None  # Held of the batch root's latest forward
 _hooks = weakref.WeakKeyDictionary()  # batch root -> its two hooks' handles
@@ -31,6 +31,7 @@ class Held:
         self.rng_cpu = torch.get_rng_state()
         self.rng_cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
         self.running = True  # until the forward returns (or raises)
+        self.start_seq = _replay_check.write_seq()  # its records begin here
 
     def inputs(self):
         """[(path, tensor)] of the forward's tensor inputs, named as its frame names

@@ -25,7 +25,7 @@ import time
 
 import torch
 
-from . import _held_step, _ovf
+from . import _held_step, _ovf, _replay_check
 
 _armed = False
 _pdb = False  # --on-nan pdb: the replay stops at the op's line in pdb (_replay_pdb.py)
@@ -95,14 +95,20 @@ def run(frame_seq, batch, compiled):
     calls = _Calls()
     error = _forward_again(module, held, calls.pre, calls.post)
     took = f"{time.perf_counter() - started:.2f} s"
-    if _ovf.replay_found():
+    named = _ovf.replay_found()
+    where = _replay_check.first_difference(module, held.start_seq, frame_seq, calls.outputs, named)
+    left = where.startswith("at ")  # the first module whose statistics differ from the run's
+    if named:
         global found
         found = Found(module, _ovf.replay_producer(), calls.at_found(), _again(module, held))
         if _pdb:
             from . import _replay_pdb
 
             _replay_pdb.stop(found)
-        return f"replayed the forward of {type(module).__name__} with its ops observed ({took})"
+        said = f"replayed the forward of {type(module).__name__} with its ops observed ({took})"
+        if left:
+            said += f"; but it diverged from the run {where} before that op: {_CAUSES}"
+        return said
     if error is not None:
         return (
             f"the replay of the forward of {type(module).__name__} {error} before any op"
@@ -110,9 +116,12 @@ def run(frame_seq, batch, compiled):
         )
     return (
         f"the replay of the forward of {type(module).__name__} made no non-finite value"
-        f" ({took}): it diverged from the run (nondeterministic kernels, state the step"
-        " changes, or a hardware fault)"
+        f" ({took}): it diverged from the run"
+        + (f" {where}: {_CAUSES}" if left else f" ({_CAUSES})")
     )
+
+
+_CAUSES = "nondeterministic kernels, state the step changes, or a hardware fault"
 
 
 class Found:
@@ -260,6 +269,7 @@ class _Calls:
 
     def __init__(self):
         self.counts, self.found = {}, None
+        self.outputs = _replay_check.Outputs()  # what each call returned, for the check
 
     def pre(self, module, args):
         self.end_when_found()
@@ -267,6 +277,7 @@ class _Calls:
 
     def post(self, module, args, output):
         self.end_when_found()
+        self.outputs.add(module, output)
 
     def end_when_found(self):
         if _ovf.replay_found():

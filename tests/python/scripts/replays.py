@@ -27,6 +27,8 @@ class Block(nn.Module):
             return h * 1e38 * 1e38  # made: overflow
         if case == "outside_noise" and CALLS[0] == 2:
             return h * float("inf")  # the run's second call only: a replay is the third
+        if case in ("upstream_noise", "noise_then_overflow") and CALLS[0] == 2:
+            return h * 1e30  # finite, the run's call only: Scale overflows after it
         return h
 
 
@@ -48,7 +50,9 @@ class Net(nn.Module):
         if case == "input_in_place":
             x.mul_(2)  # the step writes its input
             return self.head(torch.log(x - x))
-        if case == "second_call":
+        if case == "upstream_noise":
+            return self.head(self.scale(self.block(x, case)))
+        if case in ("second_call", "noise_then_overflow"):
             return self.head(self.scale(self.scale(self.block(x, case))))
         if case == "all_reduce_in_forward":
             h = self.block(x, "")
