@@ -70,6 +70,35 @@ def module_of(ring, r):
     return ring.module(frame.name_id, "")
 
 
+def replay(ring, r):
+    """What the replay at the event found for the module line `r` (event_summary.cpp's
+    replay_json): {"said", "op", "module", "line", "why", "verdict"}, or None."""
+    frame = r if r.kind == layout.KIND_FRAME else ring.record(r.frame_seq)
+    if (
+        r.kind == layout.KIND_OP_OUTPUT
+        or isinstance(frame, BadSlot)
+        or frame.kind != layout.KIND_FRAME
+        or frame.verdict_id == layout.NO_ID
+    ):
+        return None
+    out = {"said": ring.text(frame.verdict_id)}
+    op = ring.record(frame.cause_seq) if frame.cause_seq != layout.NO_SEQ else None
+    if op is None or isinstance(op, BadSlot):
+        return {**out, "op": None}
+
+    def text(i):
+        return ring.text(i) if i != layout.NO_ID else None
+
+    return {
+        **out,
+        "op": text(op.name_id),
+        "module": ring.module(op.context_id, ""),
+        "line": text(op.location_id),
+        "why": text(op.diagnosis_id),
+        "verdict": text(op.verdict_id),
+    }
+
+
 def _step_of(ring, r):
     frame = ring.record(r.frame_seq) if r.kind == layout.KIND_STEP_PARAM else None
     return frame if frame is not None and not isinstance(frame, BadSlot) else None
@@ -193,6 +222,7 @@ def summary(ring, host=None):
         "what": what(ring, r),
         "why": ring.text(r.diagnosis_id) if op and r.diagnosis_id != layout.NO_ID else None,
         "verdict": ring.text(r.verdict_id) if op and r.verdict_id != layout.NO_ID else None,
+        "replay": replay(ring, r),
         "samples": shown.get("samples", []),
         "rows": rows,
     }

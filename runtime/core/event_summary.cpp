@@ -60,6 +60,24 @@ std::string module_of(const ovf_record& r) {
   }
 }
 
+// What the replay at the event found (monitor_replay.cpp: the FRAME of a module line
+// holds its line in verdict_id and its producing op in cause_seq), or null.
+std::string replay_json(const ovf_record& first) {
+  const ovf_record* frame = first.kind == OVF_KIND_FRAME ? &first : find_record(first.frame_seq);
+  if (first.kind == OVF_KIND_OP_OUTPUT || frame == nullptr || frame->kind != OVF_KIND_FRAME ||
+      frame->verdict_id == OVF_NO_ID) {
+    return "null";
+  }
+  std::string out = "{\"said\": " + json_text_or_null(frame->verdict_id);
+  const ovf_record* op = find_record(frame->cause_seq);
+  if (op == nullptr) return out + ", \"op\": null}";
+  out += ", \"op\": " + json_text_or_null(op->name_id);
+  out += ", \"module\": " + json_string(module_name(op->context_id, ""));
+  out += ", \"line\": " + json_text_or_null(op->location_id);
+  out += ", \"why\": " + json_text_or_null(op->diagnosis_id);
+  return out + ", \"verdict\": " + json_text_or_null(op->verdict_id) + "}";
+}
+
 const char* kind_name(uint8_t kind) {
   switch (kind) {
     case OVF_KIND_OP_OUTPUT: return "op";
@@ -153,6 +171,7 @@ std::string event_summary_json(const ovf_record& first, uint32_t events, const s
   out += ", \"what\": " + json_string(what_happened(first));
   out += ", \"why\": " + (op ? json_text_or_null(first.diagnosis_id) : std::string("null"));
   out += ", \"verdict\": " + (op ? json_text_or_null(first.verdict_id) : std::string("null"));
+  out += ", \"replay\": " + replay_json(first);
   out += ", \"samples\": [";
   const auto samples = samples_of_batch(first.batch);
   for (size_t i = 0; i < samples.size(); ++i) {

@@ -58,7 +58,7 @@ TEST(EventSummary, AnOpThatProducedTheValue) {
                 "\"the first non-finite value was produced by aten::exp in blocks.1.amp (batch "
                 "17)\", \"why\": \"aten::exp of 2 values above 88.7 (float32 overflow)\", "
                 "\"verdict\": \"finite in float64 (abs max 1.00e+39): float32's range or precision "
-                "here\", \"samples\": [], \"rows\": null}\n");
+                "here\", \"replay\": null, \"samples\": [], \"rows\": null}\n");
 }
 
 TEST(EventSummary, ACarriedValueAndAHostileModuleName) {
@@ -74,7 +74,8 @@ TEST(EventSummary, ACarriedValueAndAHostileModuleName) {
             std::string::npos)
       << json;
   EXPECT_NE(json.find("\"line\": null"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"why\": null, \"verdict\": null, \"samples\": [], \"rows\": null}"),
+  EXPECT_NE(json.find("\"why\": null, \"verdict\": null, \"replay\": null, \"samples\": [], "
+                      "\"rows\": null}"),
             std::string::npos)
       << json;
   EXPECT_NE(json.find("\"rank\": -1, \"local_rank\": -1, \"world_size\": 1"), std::string::npos);

@@ -44,6 +44,9 @@ def test_the_ring_gives_the_summary_the_process_wrote(tmp_path, flags, case, kin
     assert (out.returncode, out.stderr) == (0, ""), out.stderr
     read = json.loads(out.stdout)["first"]
     assert written["kind"] == kind, written
+    # module mode's replay named the op, in both (--ops names it itself: no replay)
+    replayed = written["replay"]["op"] if written["replay"] else None
+    assert replayed == ("aten::log" if kind == "module output" else None), written
     assert read.pop("host") is None  # a core does not say which host wrote it
     written.pop("host")
     if case == "step":

@@ -165,6 +165,18 @@ def _after(t0, summaries):
     return f"{lo / 1e9:+.3f} s" + ("" if hi == lo else f" to {hi / 1e9:+.3f} s")
 
 
+def _replay_lines(replay):
+    """The replay at the rank's event, as its stop summary words it (or [])."""
+    if not isinstance(replay, dict) or not isinstance(replay.get("said"), str):
+        return []
+    lines = [f"  replay: {replay['said']}"]
+    if replay.get("op"):
+        at = f" at {replay['line']}" if replay.get("line") else ""
+        lines.append(f"    produced by {replay['op']} in {replay.get('module') or 'no module'}{at}")
+        lines += [f"    {key}: {replay[key]}" for key in ("why", "verdict") if replay.get(key)]
+    return lines
+
+
 def verdict(summaries, clean=(), clean_lines=()):
     """The verdict as a dict (the --json document; its "lines" the text); `clean`:
     the ranks whose rings were read and hold no non-finite value, `clean_lines`
@@ -187,6 +199,7 @@ def verdict(summaries, clean=(), clean_lines=()):
         lines.append(f"  why: {first.why}")
     if first.data.get("verdict"):
         lines.append(f"  verdict: {first.verdict}")
+    lines += _replay_lines(first.data.get("replay"))
     rows = first.data.get("rows")
     # as the report has them: only where the batch's samples are known
     if isinstance(rows, dict) and isinstance(rows.get("text"), str) and first.data.get("samples"):
