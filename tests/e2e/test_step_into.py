@@ -18,16 +18,28 @@ def line_of(mark):
         return next(i for i, t in enumerate(f, 1) if t.rstrip().endswith(mark))
 
 
+def stepping(debugger, case, commands):
+    """gdb's or LLDB's output for `commands` after `ovf break-on-nan` and `run` (to the
+    event's stop) on replays.py's `case`."""
+    return debugger.run(
+        ["ovf break-on-nan", "run", *commands],
+        program=[PYTHON, SCRIPT, case],
+        env=ENV,
+        cwd=TOP,
+        timeout=300,
+    )
+
+
 def step_stops(out):
     """The `ovf: step: ...` lines, in order."""
     return re.findall(r"^ovf: step: (.*)$", out, re.M)
 
 
 def test_step_into_then_next_reaches_the_producing_line_with_its_locals(debugger):
-    out = debugger.run(
+    out = stepping(
+        debugger,
+        "dropout_divides",
         [
-            "ovf break-on-nan",
-            "run",
             "ovf step-into",
             "ovf next",
             "ovf next",
@@ -37,10 +49,6 @@ def test_step_into_then_next_reaches_the_producing_line_with_its_locals(debugger
             "ovf status",
             "kill",
         ],
-        program=[PYTHON, SCRIPT, "dropout_divides"],
-        env=ENV,
-        cwd=TOP,
-        timeout=300,
     )
     first = line_of("CALLS[0] += 1")
     made = line_of("# made: dropout_divides")
@@ -74,10 +82,10 @@ def test_step_into_stops_in_the_call_that_made_the_value_and_finish_returns(debu
     """Scale runs twice a step; the second call overflows: step-into stops in that call
     (its input already ~1e30), `ovf finish` runs to where the forward returns, and a
     move from there ends the replay."""
-    out = debugger.run(
+    out = stepping(
+        debugger,
+        "second_call",
         [
-            "ovf break-on-nan",
-            "run",
             "ovf step-into",
             "ovf py-locals x",
             "ovf next",
@@ -85,10 +93,6 @@ def test_step_into_stops_in_the_call_that_made_the_value_and_finish_returns(debu
             "ovf next",
             "kill",
         ],
-        program=[PYTHON, SCRIPT, "second_call"],
-        env=ENV,
-        cwd=TOP,
-        timeout=300,
     )
     made = line_of("# made: second_call")
     call = "(scale, call 2 of the replayed step"
@@ -107,10 +111,10 @@ def test_step_goes_into_a_submodule_and_finish_comes_back(debugger):
     """`ovf step` on a line that calls a submodule stops in its forward (torch's
     Linear.forward, its locals shown), past torch's module-call machinery; `ovf finish`
     comes back to the producing forward's next line, over the sibling calls."""
-    out = debugger.run(
+    out = stepping(
+        debugger,
+        "dropout_divides",
         [
-            "ovf break-on-nan",
-            "run",
             "ovf step-into",
             "ovf next",
             "ovf step",
@@ -118,10 +122,6 @@ def test_step_goes_into_a_submodule_and_finish_comes_back(debugger):
             "ovf finish",
             "kill",
         ],
-        program=[PYTHON, SCRIPT, "dropout_divides"],
-        env=ENV,
-        cwd=TOP,
-        timeout=300,
     )
     first = line_of("CALLS[0] += 1")
     call = "(block, call 1 of the replayed step)"
@@ -145,14 +145,8 @@ def test_the_run_after_a_step_into_is_the_run_without_one(debugger):
     run (the script's digest) are the same whether the user stepped into the replay or not."""
     drop = "delete" if debugger.name == "gdb" else "breakpoint delete --force"
     digests = []
-    for stepping in ([], ["ovf step-into", "ovf next", "ovf next", "continue"]):
-        out = debugger.run(
-            ["ovf break-on-nan", "run", *stepping, drop, "continue"],
-            program=[PYTHON, SCRIPT, "dropout_divides"],
-            env=ENV,
-            cwd=TOP,
-            timeout=300,
-        )
+    for moves in ([], ["ovf step-into", "ovf next", "ovf next", "continue"]):
+        out = stepping(debugger, "dropout_divides", [*moves, drop, "continue"])
         assert "step 2 done" in out, out
         digests.append(re.search(r"^state ([0-9a-f]{64})$", out, re.M).group(1))
     assert digests[0] == digests[1]
@@ -161,13 +155,7 @@ def test_the_run_after_a_step_into_is_the_run_without_one(debugger):
 def test_step_into_says_why_not_where_there_is_nothing_to_step_into(debugger):
     """A NaN already in the model's input is not replayed: nothing to step into, and
     the moves want step-into first. Nothing runs: the process stays at the event."""
-    out = debugger.run(
-        ["ovf break-on-nan", "run", "ovf step-into", "ovf next", "kill"],
-        program=[PYTHON, SCRIPT, "data_nan"],
-        env=ENV,
-        cwd=TOP,
-        timeout=300,
-    )
+    out = stepping(debugger, "data_nan", ["ovf step-into", "ovf next", "kill"])
     assert re.search(
         r"ovf step-into: nothing to step into at this stop: not replayed: the model's input\[0\]"
         r" held the non-finite value already",
@@ -180,13 +168,7 @@ def test_step_into_says_why_not_where_there_is_nothing_to_step_into(debugger):
 @pytest.mark.parametrize("move", ["step-into", "next"])
 def test_stepping_refuses_a_core(debugger, tmp_path, move):
     core = tmp_path / "core"
-    debugger.run(
-        ["ovf break-on-nan", "run", debugger.gcore(core), "kill"],
-        program=[PYTHON, SCRIPT, "dropout_divides"],
-        env=ENV,
-        cwd=TOP,
-        timeout=300,
-    )
+    stepping(debugger, "dropout_divides", [debugger.gcore(core), "kill"])
     out = debugger.run([f"ovf {move}"], core=core, timeout=120)
     assert (
         f"ovf {move}: no live process: stepping replays the step in the running process"

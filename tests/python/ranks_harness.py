@@ -10,6 +10,7 @@ and whole lines (without --tee ranks cut each other's lines), to the launcher's 
 
 import glob
 import os
+import re
 import resource
 import signal
 import socket
@@ -170,3 +171,17 @@ def wait_for_rank(log_dir, rank, text, proc, timeout=TIMEOUT):
             return printed
         assert proc.poll() is None and time.time() < deadline, printed
         time.sleep(0.2)
+
+
+def assert_amp_replay(lines):
+    """`lines` (three lines of text on) name what the replay found at rank 1's event in
+    ranks.py --inf-at 1:N: its line, then the op inside blocks.1.amp (its gain, 1e39,
+    cast to float32 for the multiplication) with its line, why and verdict."""
+    assert re.fullmatch(
+        r"  replay: replayed the forward of Net with its ops observed \(\d+\.\d\d s\)", lines[0]
+    ), lines
+    assert lines[1:4] == [
+        "    produced by aten::to in blocks.1.amp at diverge.py:29 in forward",
+        "    why: aten::to to float32: input abs max 1.00e+39 > 3.40282e+38",
+        "    verdict: finite in float64 (abs max 1.00e+39): float32's range or precision here",
+    ], lines

@@ -27,7 +27,7 @@ def probe(**env):
 
 def test_header_identity_and_defaults():
     fields = probe()
-    assert fields[:5] == ["0x474e49522d46564f", "8", "1024", "256", "65536"]
+    assert fields[:5] == ["0x474e49522d46564f", "9", "1024", "256", "65536"]
     assert fields[6:] == ["-1", "-1", "1", "-1"]
 
 
