@@ -42,7 +42,10 @@ from .fields import (  # noqa: F401 (GLOB_SIZE, MAX_TRACE_BATCHES: part of the l
 )
 
 MAGIC = 0x474E49522D46564F  # "OVF-RING" as a little-endian u64
-MAGIC_BYTES = struct.pack("<Q", MAGIC)
+# Its bytes, in two halves that a scan matches together. Never one 8-byte constant: the
+# training process imports this module too (the replay's check), and a copy of the magic
+# in its heap is what a scan of a core cut short before the real state would find.
+MAGIC_HEAD, MAGIC_TAIL = b"OVF-", b"RING"
 LAYOUT_VERSION = 9
 HEADER_SIZE = 1024
 RECORD_SIZE = 256

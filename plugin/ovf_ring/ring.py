@@ -167,9 +167,10 @@ def scan_for_state(
             except TargetMemoryError:
                 break
             scanned += size
-            hit = data.find(layout.MAGIC_BYTES)
+            hit = data.find(layout.MAGIC_HEAD)
             while hit >= 0:
-                if hit % 8 == 0:  # the state is 8-byte aligned, so chunks need no overlap
+                # the state is 8-byte aligned, so chunks need no overlap
+                if hit % 8 == 0 and data[hit + 4 : hit + 8] == layout.MAGIC_TAIL:
                     try:
                         return Ring(target, at + hit), f" in {path}" if path else ""
                     except NewerLayoutError as e:
@@ -177,7 +178,7 @@ def scan_for_state(
                             newer.append(e)
                     except OvfError:
                         pass  # the magic's 8 bytes by chance
-                hit = data.find(layout.MAGIC_BYTES, hit + 1)
+                hit = data.find(layout.MAGIC_HEAD, hit + 1)
             at += size
     return None
 

@@ -8,24 +8,28 @@ whose statistics differ is where the replay left the run: a kernel that does not
 the same bits twice, state the step changed that the replay did not restore (a module
 that counts its calls, noise from outside torch's generators), or the machine.
 
-The run's records are read from this process's own ring (ovf_ring over /proc/self/mem,
-as `ovf.plot` reads it): the frames of the held forward, from where it began
-(Held.start_seq) to the event's.
+The run's records are read in place from this process's own ring (_OwnRing): the
+frames of the held forward, from where it began (Held.start_seq) to the event's.
 """
 
 import ctypes
-import os
+import struct
 
 import torch
 
 from . import _ovf
 
-_WRITE_SEQ_OFFSET = 32  # ring.h: ovf_state_t.write_seq
+_write_seq_address = None  # of ovf_state.write_seq, once known
 
 
 def write_seq():
     """The ring's next record seq (cheap: one read of the header, for every held step)."""
-    return ctypes.c_uint64.from_address(_ovf.state_address() + _WRITE_SEQ_OFFSET).value
+    global _write_seq_address
+    if _write_seq_address is None:
+        from ovf_ring import layout  # ring.h's offsets, beside this package
+
+        _write_seq_address = _ovf.state_address() + layout.HEADER_OFFSETS["write_seq"][0]
+    return ctypes.c_uint64.from_address(_write_seq_address).value
 
 
 class Outputs:
@@ -44,18 +48,9 @@ def first_difference(root, start_seq, event_seq, outputs, found):
     began at `start_seq` (up to the event FRAME `event_seq`), in words, or "" where
     they agree (or cannot be compared: said in words too). `found`: the replay named
     its producer, so it stopped before the event's module returned."""
-    from ovf_ring.errors import OvfError
-    from ovf_ring.proc_target import ProcTarget
-    from ovf_ring.ring import locate
+    from ovf_ring.report import format_8_2e
 
-    target = ProcTarget(os.getpid(), {"ovf_state": _ovf.state_address()})
-    try:
-        ring = locate(target)
-        run = _run_outputs(ring, start_seq, event_seq)
-    except OvfError as e:
-        return f"not compared with the run ({e})"
-    finally:
-        target.close()
+    run = _run_outputs(_OwnRing(), start_seq, event_seq)
     if run is None:
         return "not compared with the run (its records of the step are no longer in the ring)"
     replayed = outputs.calls
@@ -68,52 +63,87 @@ def first_difference(root, start_seq, event_seq, outputs, found):
         module, again = replayed[i]
         if ran is None or again is None:
             continue
-        different = _first_different(ran, again)
+        different = _first_different(ran, again, format_8_2e)
         if different:
             return f"at {name or paths.get(module) or type(module).__name__} ({different})"
     return ""
+
+
+class _OwnRing:
+    """This process's ring read in place with ctypes: header fields one at a time,
+    records and names. Never the header whole: a copy of it in the heap, magic and all,
+    is what a core reader's scan for the ring would find, stale, in a core cut short
+    before the real one."""
+
+    def __init__(self):
+        from ovf_ring import layout
+
+        base = _ovf.state_address()
+
+        def field(name, kind):
+            return kind.from_address(base + layout.HEADER_OFFSETS[name][0]).value
+
+        self.capacity = field("record_capacity", ctypes.c_uint32)
+        self.records = field("records_addr", ctypes.c_uint64)
+        self.write_seq = field("write_seq", ctypes.c_uint64)
+        self.names_index = field("names_index_addr", ctypes.c_uint64)
+        self.names_arena = field("names_arena_addr", ctypes.c_uint64)
+        self.names_count = field("names_count", ctypes.c_uint32)
+
+    def record(self, seq):
+        """The record `seq`, or None where the ring no longer (or not yet) holds it."""
+        from ovf_ring import layout
+
+        if seq >= self.write_seq or self.write_seq - seq > self.capacity:
+            return None
+        slot = self.records + (seq & (self.capacity - 1)) * layout.RECORD_SIZE
+        r = layout.decode_record(ctypes.string_at(slot, layout.RECORD_SIZE))
+        return r if r.seq == seq else None
+
+    def text(self, name_id):
+        if name_id >= self.names_count:
+            return ""
+        offset, length = struct.unpack("<II", ctypes.string_at(self.names_index + 8 * name_id, 8))
+        return ctypes.string_at(self.names_arena + offset, length).decode("utf-8", "replace")
 
 
 def _run_outputs(ring, start_seq, event_seq):
     """[(module path, stats of its first output line)] of the run's frames from
     `start_seq` to the event FRAME `event_seq`, oldest first; None where gone."""
     from ovf_ring import layout
-    from ovf_ring.frames import frame_at
-    from ovf_ring.ring import BadSlot
+    from ovf_ring.frames import MAX_LINES
 
-    if start_seq < ring.floor_seq:
-        return None
-    out = []
-    for seq in range(start_seq, event_seq + 1):
+    out, frame_seq = [], None
+    for seq in range(start_seq, min(ring.write_seq, event_seq + 1 + MAX_LINES)):
         r = ring.record(seq)
-        if isinstance(r, BadSlot):
+        if r is None:
             return None
-        if r.kind != layout.KIND_FRAME or r.flags & layout.FLAG_REPLAY:
+        if r.flags & layout.FLAG_REPLAY:
             continue
-        frame = frame_at(ring, seq)
-        line = next((x for x in frame.lines if x.kind == layout.KIND_OUTPUT), None)
-        stats = None
-        # (a line whose device statistics are still on their way holds zeros: not compared)
-        if (
-            line is not None
-            and line.flags & layout.FLAG_HAS_STATS
-            and not line.flags & layout.FLAG_PENDING
-        ):
-            stats = {
-                "abs_min": line.abs_min,
-                "abs_max": line.abs_max,
-                "nan": line.nan_count,
-                "+inf": line.pos_inf_count,
-                "-inf": line.neg_inf_count,
-                "zero": line.zero_count,
-            }
-        out.append((ring.text(r.name_id), stats))
+        if r.kind == layout.KIND_FRAME:
+            if seq > event_seq:
+                break
+            frame_seq = seq
+            out.append((ring.text(r.name_id), None))
+        elif r.kind == layout.KIND_OUTPUT and r.frame_seq == frame_seq and out[-1][1] is None:
+            # (a line whose device statistics are still on their way holds zeros)
+            if r.flags & layout.FLAG_HAS_STATS and not r.flags & layout.FLAG_PENDING:
+                out[-1] = (out[-1][0], _record_stats(r))
     return out
 
 
-def _first_different(ran, again):
-    from ovf_ring.report import format_8_2e
+def _record_stats(r):
+    return {
+        "abs_min": r.abs_min,
+        "abs_max": r.abs_max,
+        "nan": r.nan_count,
+        "+inf": r.pos_inf_count,
+        "-inf": r.neg_inf_count,
+        "zero": r.zero_count,
+    }
 
+
+def _first_different(ran, again, format_8_2e):
     # the counts first: an output with no finite value has abs max 0 in the record
     for key in ("nan", "+inf", "-inf", "abs_max", "abs_min", "zero"):
         a, b = ran[key], again[key]
