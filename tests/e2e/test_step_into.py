@@ -165,6 +165,22 @@ def test_step_into_says_why_not_where_there_is_nothing_to_step_into(debugger):
     assert debugger.hits(out) == 1, out
 
 
+def test_step_into_says_ops_stops_have_their_op_already(debugger):
+    """--ops stops right after the op: there is no replay to step into."""
+    out = debugger.run(
+        ["ovf break-on-nan --ops", "run", "ovf step-into", "kill"],
+        program=[PYTHON, SCRIPT, "dropout_divides"],
+        env=ENV,
+        cwd=TOP,
+        timeout=300,
+    )
+    assert (
+        "ovf step-into: this stop came from --ops, which stops after the op that made the value;"
+        " stepping replays a module-mode event (break-on-nan without --ops)" in out
+    ), out
+    assert debugger.hits(out) == 1, out
+
+
 @pytest.mark.parametrize("move", ["step-into", "next"])
 def test_stepping_refuses_a_core(debugger, tmp_path, move):
     core = tmp_path / "core"
