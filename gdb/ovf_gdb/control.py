@@ -30,6 +30,10 @@ class GdbControl(Control):
         else:
             gdb.execute(f"set environment {name}={value}", to_string=True)
 
+    def stop_breakpoint_enabled(self):
+        bp = self._breakpoint
+        return bp is not None and bp.is_valid() and bp.enabled
+
     def resume(self):
         gdb.execute("continue")
         return ""

@@ -84,6 +84,12 @@ class LldbControl(Control):
 
     # ------------------------------------------------------------ running
 
+    def stop_breakpoint_enabled(self):
+        if self._breakpoint is None:
+            return False
+        bp = self._breakpoint[0].FindBreakpointByID(self._breakpoint[1])
+        return bp.IsValid() and bp.IsEnabled()
+
     def resume(self):
         result = lldb.SBCommandReturnObject()
         self.debugger.GetCommandInterpreter().HandleCommand("process continue", result)

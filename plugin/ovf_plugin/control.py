@@ -26,3 +26,8 @@ class Control(abc.ABC):
     def resume(self):
         """Continues the stopped process as the debugger's `continue` does (the next
         stop is reported as usual); returns text to print, if any."""
+
+    @abc.abstractmethod
+    def stop_breakpoint_enabled(self):
+        """Whether the stop breakpoint exists and is enabled (the user may have deleted
+        or disabled it since)."""

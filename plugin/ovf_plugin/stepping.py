@@ -43,6 +43,12 @@ def move(session, name):
             f"ovf {name}: not at a line of a replayed step: `ovf step-into` first, at an"
             " event whose replay named the op that made the value"
         )
+    if not session.control.stop_breakpoint_enabled():
+        raise OvfError(
+            f"ovf {name}: the stop breakpoint on {layout.STOP_FUNCTION} is deleted or disabled:"
+            " the replay would run through every line without stopping; `ovf break-on-nan`"
+            " sets it again"
+        )
     offset, data = layout.encode_control_field("step_request", REQUESTS[name])
     try:
         session.target.write_memory(ring.address + offset, data)

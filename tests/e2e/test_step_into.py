@@ -181,6 +181,17 @@ def test_step_into_says_ops_stops_have_their_op_already(debugger):
     assert debugger.hits(out) == 1, out
 
 
+def test_step_into_wants_the_stop_breakpoint(debugger):
+    """Without the breakpoint nothing would stop at the lines: refused, nothing runs."""
+    disable = "disable" if debugger.name == "gdb" else "breakpoint disable"
+    out = stepping(debugger, "dropout_divides", [disable, "ovf step-into", "kill"])
+    assert (
+        "ovf step-into: the stop breakpoint on ovf_stop_event is deleted or disabled: the replay"
+        " would run through every line without stopping; `ovf break-on-nan` sets it again"
+    ) in out, out
+    assert "ovf: step:" not in out, out
+
+
 @pytest.mark.parametrize("move", ["step-into", "next"])
 def test_stepping_refuses_a_core(debugger, tmp_path, move):
     core = tmp_path / "core"

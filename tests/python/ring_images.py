@@ -63,6 +63,9 @@ class NoDebuggerControl(Control):
     def set_environment(self, name, value):
         pass
 
+    def stop_breakpoint_enabled(self):
+        return False
+
     def resume(self):
         raise AssertionError("no process to resume: a test's ring image is not running")
 
