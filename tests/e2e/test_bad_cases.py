@@ -49,7 +49,7 @@ def test_layout_version_from_the_future(debugger):
         [
             "ovf break-on-nan",
             "run",
-            debugger.poke_u32("ovf_state", 8, 9),
+            debugger.poke_u32("ovf_state", 8, LAYOUT_VERSION + 1),
             "ovf frames",
             "ovf status",
             "kill",
@@ -58,8 +58,9 @@ def test_layout_version_from_the_future(debugger):
     )
     assert (
         out.count(
-            "ovf: the ring has layout version 9, newer than this ovf debugger extension reads"
-            f" ({LAYOUT_VERSION}); use the extension that ships with the runtime (version 0.1.0)"
+            f"ovf: the ring has layout version {LAYOUT_VERSION + 1}, newer than this ovf debugger"
+            f" extension reads ({LAYOUT_VERSION}); use the extension that ships with the runtime"
+            " (version 0.1.0)"
         )
         == 2
     )
