@@ -125,7 +125,8 @@ class Lldb(Debugger):
         )
 
     def poke_u32(self, symbol, offset, value):
-        return f"memory write -s 4 -- '(char *)&{symbol} + {offset}' {value}"
+        # `memory write` reads its values as hex: 10 would write 16
+        return f"memory write -s 4 -- '(char *)&{symbol} + {offset}' {value:#x}"
 
     def disable(self, number):
         return f"breakpoint disable {number}"
