@@ -242,7 +242,9 @@ class Condition:
             raise OvfError(f"ovf: --if {self.text!r} failed: {type(e).__name__}: {e}") from None
 
     def _evaluate(self, node, fields, dry=False):
-        ev = lambda n: self._evaluate(n, fields, dry)  # noqa: E731 - the recursion, read as one word
+        ev = lambda n: self._evaluate(
+            n, fields, dry
+        )  # noqa: E731 - the recursion, read as one word
         if isinstance(node, ast.Constant) and isinstance(
             node.value, (int, float, str, bool, type(None))
         ):

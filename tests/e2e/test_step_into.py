@@ -18,11 +18,11 @@ def line_of(mark):
         return next(i for i, t in enumerate(f, 1) if t.rstrip().endswith(mark))
 
 
-def stepping(debugger, case, commands):
-    """gdb's or LLDB's output for `commands` after `ovf break-on-nan` and `run` (to the
-    event's stop) on replays.py's `case`."""
+def stepping(debugger, case, commands, arm="ovf break-on-nan"):
+    """gdb's or LLDB's output for `commands` after `arm` and `run` (to the event's stop)
+    on replays.py's `case`."""
     return debugger.run(
-        ["ovf break-on-nan", "run", *commands],
+        [arm, "run", *commands],
         program=[PYTHON, SCRIPT, case],
         env=ENV,
         cwd=TOP,
@@ -167,12 +167,8 @@ def test_step_into_says_why_not_where_there_is_nothing_to_step_into(debugger):
 
 def test_step_into_says_ops_stops_have_their_op_already(debugger):
     """--ops stops right after the op: there is no replay to step into."""
-    out = debugger.run(
-        ["ovf break-on-nan --ops", "run", "ovf step-into", "kill"],
-        program=[PYTHON, SCRIPT, "dropout_divides"],
-        env=ENV,
-        cwd=TOP,
-        timeout=300,
+    out = stepping(
+        debugger, "dropout_divides", ["ovf step-into", "kill"], arm="ovf break-on-nan --ops"
     )
     assert (
         "ovf step-into: this stop came from --ops, which stops after the op that made the value;"
