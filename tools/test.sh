@@ -8,8 +8,10 @@
 #   OVF_PYTHON      the interpreter with torch (default .venv/bin/python, tools/setup.sh's)
 #   OVF_TEST_WHEEL  0: the end-to-end tests run against the build tree too (the trixie
 #                   leg, whose Debian torch has no pip to build a wheel with)
-#   OVF_TEST_JOBS   pytest processes per suite, each a share of its tests (default: the
-#                   machine's cores, at most 4; tests/python/sharding.py)
+#   OVF_TEST_BENCH  0: no benchmark smoke run (the trixie leg: the main leg's, on the
+#                   users' stack, finds a benchmark that no longer runs)
+#   OVF_TEST_JOBS   pytest processes per suite, taking its tests from one queue (default:
+#                   the machine's cores, at most 4; tests/python/sharding.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
@@ -42,10 +44,13 @@ suite() {
   shift
   t0=$(date +%s)
   shards=()
+  # The shards take the tests from one queue (tests/python/sharding.py): a fresh one a suite
+  local queue="$build/pytest-tmp/$name-queue"
+  rm -rf "$queue" && mkdir -p "$queue"
   # A background job of a script starts with SIGINT and SIGQUIT ignored, and so would every
   # Python the tests start (no KeyboardInterrupt: the Ctrl-C tests hung): env gives them back.
   for ((k = 0; k < jobs; k++)); do
-    OVF_TEST_SHARD=$k/$jobs env --default-signal=INT,QUIT "$@" "${pytest_args[@]}" \
+    OVF_TEST_SHARD=$k/$jobs OVF_TEST_QUEUE=$queue env --default-signal=INT,QUIT "$@" "${pytest_args[@]}" \
       --basetemp="$build/pytest-tmp/$name-$k" >"$build/pytest-$name-$k.log" 2>&1 &
     shards+=($!)
   done
@@ -70,6 +75,7 @@ else
   phase "end-to-end tests against $build"
   suite e2e "$python" -m pytest tests/e2e
 fi
+[ "${OVF_TEST_BENCH:-1}" = 1 ] || { phase "done (no benchmarks: OVF_TEST_BENCH=0)"; exit 0; }
 phase "benchmarks, --quick"
 for bench in bench/*.py; do
   case "$bench" in bench/_*) continue ;; esac

@@ -12,7 +12,10 @@ _TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(_TESTS, "python"))
 
 from harness import DEBUGGERS  # noqa: E402
-from sharding import pytest_collection_modifyitems  # noqa: E402,F401 - OVF_TEST_SHARD=K/N
+from sharding import (  # noqa: E402,F401 - OVF_TEST_SHARD=K/N, OVF_TEST_QUEUE
+    pytest_collection_modifyitems,
+    pytest_runtestloop,
+)
 
 
 @functools.lru_cache(maxsize=None)

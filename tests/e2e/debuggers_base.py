@@ -35,10 +35,12 @@ class Debugger:
         timeout=TIMEOUT,
         load=True,
         inferior_traceback=False,
+        cpp_names=False,
     ):
         """Runs `commands` in one batch-mode debugger with ovf loaded (unless not `load`) on
         `program` (argv), a `core` file of PYTHON, or the process `pid` (or on PYTHON alone);
-        returns its output. Commands after a failing one still run."""
+        returns its output. Commands after a failing one still run. `cpp_names`: the test
+        names C++ functions (see Gdb.run)."""
         raise NotImplementedError
 
     def cut(self):

@@ -45,8 +45,17 @@ class Gdb(Debugger):
         timeout=TIMEOUT,
         load=True,
         inferior_traceback=False,
+        cpp_names=False,
     ):
         argv = ["gdb", "-batch", "-nx", "-iex", "set debuginfod enabled off"]
+        if not cpp_names:
+            # gdb demangles every C++ symbol of every library as it loads it: pip's torch
+            # (libtorch_cpu and libtorch_cuda, 1 GB with 600k symbols, no DWARF) costs
+            # about 8 s of CPU a session, most of a gdb test's time, and gdb keeps no cache
+            # of it (LLDB does, see debuggers_lldb.py). ovf's stop function and its ring are
+            # C symbols; only tests that name C++ functions (test_cpp_api, cpp_names=True)
+            # and the launcher's tests run gdb as users do, demangling.
+            argv += ["-iex", "set demangle-style none"]
         if load:
             argv += ["-x", GDB_SCRIPT]
         for command in commands:

@@ -52,6 +52,7 @@ class Lldb(Debugger):
         timeout=TIMEOUT,
         load=True,
         inferior_traceback=False,
+        cpp_names=False,  # LLDB's index cache (below) keeps its symbol tables between runs
     ):
         # `lldb -b -o` stops at the first command that fails, whatever
         # interpreter.stop-command-source-on-error says; `command source -e false` goes on.

@@ -44,6 +44,7 @@ def test_break_on_nan_stops_after_the_op_in_the_cpp_forward_with_its_locals(debu
             "kill",
         ],
         program=[TRAIN],
+        cpp_names=True,
     )
     assert (
         summary(out)
@@ -109,7 +110,7 @@ def test_break_on_nan_stops_after_the_op_in_the_cpp_forward_with_its_locals(debu
 def test_continue_runs_to_the_end_the_debugger_handles_the_event(debugger):
     # under the debugger on_nan is `continue`: no exception, and only the op that
     # produced the NaN stops (the ops that carry it on do not)
-    out = debugger.run(["ovf break-on-nan", "run", "continue"], program=[TRAIN])
+    out = debugger.run(["ovf break-on-nan", "run", "continue"], program=[TRAIN], cpp_names=True)
     assert debugger.hits(out) == 1
     assert re.findall(r"^batch (\d) loss", out, re.M) == ["0", "1", "2", "3", "4"]
     assert debugger.exit_code(out) == 0, out
@@ -122,6 +123,7 @@ def test_module_filter_and_an_op_named_by_its_parameters(debugger):
     out = debugger.run(
         ["ovf break-on-nan --module 'enc*'", "run", debugger.cut(), "bt", debugger.cut(), "kill"],
         program=[TRAIN, "overflow"],
+        cpp_names=True,
     )
     assert (
         summary(out)
@@ -130,6 +132,6 @@ def test_module_filter_and_an_op_named_by_its_parameters(debugger):
     functions = [f[0] for f in debugger.native_frames(out.split("----8<----")[1])]
     assert "at::_ops::addmm::call" in functions and "NetImpl::forward" in functions, functions
     # a glob that matches no module where a NaN is produced: no stop at all
-    out = debugger.run(["ovf break-on-nan --module head", "run"], program=[TRAIN])
+    out = debugger.run(["ovf break-on-nan --module head", "run"], program=[TRAIN], cpp_names=True)
     assert debugger.hits(out) == 0
     assert debugger.exit_code(out) == 0, out
