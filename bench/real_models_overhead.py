@@ -9,6 +9,9 @@ Modes, interleaved round-robin in one process (the order rotating), medians:
   ovf         ovf.DebugUnderflowOverflow(model)
   ovf+replay  the same with the replay at module events armed, as python3 -m ovf has it
               (issue 24): each step's forward inputs and generator states held
+  ovf+capture the same with --capture optimizer: before each step a copy of the parameters
+              and of AdamW's state, for the replay of a step that writes NaN/Inf (its cost,
+              documented; no target)
   ovf+ops     DebugUnderflowOverflow(model, ops=True): every forward ATen op's outputs
   ovf+ops+bw  DebugUnderflowOverflow(model, ops=True, backward=True): and the backward pass's
   anomaly     torch.autograd.detect_anomaly() around forward and backward (torch's own tool;
@@ -46,6 +49,7 @@ MODES = [
     "plain",
     "ovf",
     "ovf+replay",
+    "ovf+capture",
     "ovf+ops",
     "ovf+ops+bw",
     "anomaly",
@@ -90,7 +94,7 @@ def loss_of(model, inputs, targets):
     return F.cross_entropy(out.reshape(-1, out.size(-1)), targets.reshape(-1))
 
 
-def enter(mode, model, ovf):
+def enter(mode, model, optimizer, ovf):
     """Switches `mode` on; returns what switches it off."""
     if mode == "plain":
         return lambda: None
@@ -104,13 +108,26 @@ def enter(mode, model, ovf):
         backward=mode == "ovf+ops+bw",
         cast_shares=mode.endswith("+cast"),
     )
-    if mode != "ovf+replay":
+    if mode not in ("ovf+replay", "ovf+capture"):
         return watcher.remove
-    from ovf import _replay
+    from ovf import _options, _ovf, _replay, _replay_optimizer
 
     _replay.configure(True, model)
+    handles = []
+    if (
+        mode == "ovf+capture"
+    ):  # what python3 -m ovf's step hook does (watcher.remove clears the bit)
+        observe = _ovf.control()["observe"] | _options.OBSERVE_BITS["capture_optimizer"]
+        _ovf.set_control(observe=observe)
+        handles.append(
+            optimizer.register_step_pre_hook(
+                lambda opt, *_: _replay_optimizer.capture_if_asked(opt)
+            )
+        )
 
     def leave():
+        for handle in handles:
+            handle.remove()
         watcher.remove()
         _replay.configure(False)
 
@@ -133,7 +150,7 @@ def bench(name, ovf, quick):
     for r in range(rounds):
         order = MODES[r % len(MODES) :] + MODES[: r % len(MODES)]
         for mode in order:
-            leave = enter(mode, model, ovf)
+            leave = enter(mode, model, optimizer, ovf)
             step()  # a first step per mode: hooks and caches warm
             started = time.perf_counter()
             for _ in range(steps):

@@ -34,6 +34,7 @@ class Arming:
     ops: bool = False  # break-on-nan --ops: the runtime checks every ATen op's outputs
     backward: bool = False  # break-on-nan --backward: and the backward pass's ops
     carriers: bool = False  # break-on-nan --carriers: also where a NaN is only passed on
+    capture_optimizer: bool = False  # break-on-nan --capture optimizer: its steps replay
     headroom: str = (
         None  # watch --headroom: a layout.HEADROOM_DTYPES name, lines measure against it
     )
@@ -110,6 +111,7 @@ class Arming:
                         ("ops", self.ops),
                         ("backward", self.backward),
                         ("cast", self.cast is not None),
+                        ("capture_optimizer", self.capture_optimizer),
                     )
                     if on
                 )
@@ -206,6 +208,7 @@ class Arming:
             (layout.OBSERVE_OPS if self.ops else 0)
             | (layout.OBSERVE_BACKWARD if self.backward else 0)
             | (layout.OBSERVE_CAST if self.cast is not None else 0)
+            | (layout.OBSERVE_CAPTURE_OPTIMIZER if self.capture_optimizer else 0)
         )
 
     # -------------------------------------------------------------- debugger side
@@ -251,6 +254,10 @@ class Arming:
             )
         if self.backward:
             lines.append("stop on nan or inf in the backward pass" + _where(self.module))
+        if self.capture_optimizer:
+            lines.append(
+                "copy what each optimizer step starts from: a nan or inf it writes is replayed"
+            )
         # The default (a skip below scale 1) goes without saying; a choice is named.
         if (self.nan or self.inf) and (self.scaler_skips or self.scale_floor != 1.0):
             gives_up = [f"below scale {self.scale_floor:g}"] if self.scale_floor else []

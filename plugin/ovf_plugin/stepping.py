@@ -71,6 +71,11 @@ def _nothing_to_step_into(ring):
             "this stop came from --ops, which stops after the op that made the value; stepping"
             " replays a module-mode event (break-on-nan without --ops)"
         )
+    if frame.kind == layout.KIND_STEP:
+        return (
+            "the value was written by an optimizer's step, not in a module's forward: nothing"
+            " to step into (the stop summary has what its replay found)"
+        )
     if frame.kind == layout.KIND_FRAME and frame.verdict_id != layout.NO_ID:
         return f"nothing to step into at this stop: {ring.text(frame.verdict_id)}"
     return (

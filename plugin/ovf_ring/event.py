@@ -141,7 +141,8 @@ def verdict_lines(ring, seq, prefix=""):
 
 
 def replay_lines(ring, seq, prefix=""):
-    """What the replay at a module event found, for the module line `seq` (layout 8):
+    """What the replay at a module event (an optimizer step's event) found, for the
+    module line (the step's parameter) `seq` (layout 8):
     ["replay: replayed the forward of Net with its ops observed (0.01 s)",
     "  aten::log in blocks.0 at train.py:16 in forward", "  why: ...", "  verdict: ..."],
     the replay's line alone where it named no op or did not run, else []."""
@@ -151,7 +152,7 @@ def replay_lines(ring, seq, prefix=""):
     if isinstance(line, BadSlot) or line.kind == layout.KIND_OP_OUTPUT:
         return []
     frame = line if line.kind == layout.KIND_FRAME else ring.record(line.frame_seq)
-    if isinstance(frame, BadSlot) or frame.kind != layout.KIND_FRAME:
+    if isinstance(frame, BadSlot) or frame.kind not in (layout.KIND_FRAME, layout.KIND_STEP):
         return []
     if frame.verdict_id == layout.NO_ID:
         return []

@@ -71,13 +71,14 @@ def module_of(ring, r):
 
 
 def replay(ring, r):
-    """What the replay at the event found for the module line `r` (event_summary.cpp's
-    replay_json): {"said", "op", "module", "line", "why", "verdict"}, or None."""
+    """What the replay at the event found for the module line (optimizer step's
+    parameter) `r` (event_summary.cpp's replay_json): {"said", "op", "module", "line",
+    "why", "verdict"}, or None."""
     frame = r if r.kind == layout.KIND_FRAME else ring.record(r.frame_seq)
     if (
         r.kind == layout.KIND_OP_OUTPUT
         or isinstance(frame, BadSlot)
-        or frame.kind != layout.KIND_FRAME
+        or frame.kind not in (layout.KIND_FRAME, layout.KIND_STEP)
         or frame.verdict_id == layout.NO_ID
     ):
         return None

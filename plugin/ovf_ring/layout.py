@@ -215,6 +215,7 @@ OBSERVE_OPS = 1 << 0
 OBSERVE_BACKWARD = 1 << 1
 OBSERVE_OPTIMIZER_STATE = 1 << 2
 OBSERVE_CAST = 1 << 3  # every floating line counts what casts would lose (layout 6)
+OBSERVE_CAPTURE_OPTIMIZER = 1 << 4  # a copy before each optimizer step: its events replay
 
 # enum ovf_cast_target / ovf_cast_loss: a record's cast_counts[target * 3 + loss]
 CAST_TARGETS = ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2")  # the names --cast takes

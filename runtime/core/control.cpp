@@ -16,10 +16,11 @@ const NamedBit kStopBitNames[11] = {{"nan", OVF_STOP_NAN},
                                     {"early", OVF_STOP_EARLY},
                                     {"cast", OVF_STOP_CAST}};
 
-const NamedBit kObserveBitNames[4] = {{"ops", OVF_OBSERVE_OPS},
+const NamedBit kObserveBitNames[5] = {{"ops", OVF_OBSERVE_OPS},
                                       {"backward", OVF_OBSERVE_BACKWARD},
                                       {"optimizer_state", OVF_OBSERVE_OPTIMIZER_STATE},
-                                      {"cast", OVF_OBSERVE_CAST}};
+                                      {"cast", OVF_OBSERVE_CAST},
+                                      {"capture_optimizer", OVF_OBSERVE_CAPTURE_OPTIMIZER}};
 
 namespace {
 const char* const kOnEventNames[] = {"raise", "warn", "abort", "wait", "continue"};
@@ -73,7 +74,7 @@ std::string parse_bit_names(const std::string& text, const char* where, const Na
 
 template std::string parse_bit_names(const std::string&, const char*, const NamedBit (&)[11],
                                      uint32_t*);
-template std::string parse_bit_names(const std::string&, const char*, const NamedBit (&)[4],
+template std::string parse_bit_names(const std::string&, const char*, const NamedBit (&)[5],
                                      uint32_t*);
 
 std::string write_module_glob(const std::string& glob) {

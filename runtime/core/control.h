@@ -24,7 +24,7 @@ struct NamedBit {
 
 // enum ovf_stop_bits and enum ovf_observe_bits by name, in the contract's order.
 extern const NamedBit kStopBitNames[11];
-extern const NamedBit kObserveBitNames[4];
+extern const NamedBit kObserveBitNames[5];
 
 // enum ovf_on_event by name ("raise", ..., "continue"); "unknown" out of range.
 const char* on_event_name(uint32_t on_event);

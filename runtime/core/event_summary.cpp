@@ -60,11 +60,13 @@ std::string module_of(const ovf_record& r) {
   }
 }
 
-// What the replay at the event found (monitor_replay.cpp: the FRAME of a module line
-// holds its line in verdict_id and its producing op in cause_seq), or null.
+// What the replay at the event found (monitor_replay.cpp: the FRAME of a module line,
+// the STEP of an optimizer step's parameter, holds its line in verdict_id and its
+// producing op in cause_seq), or null.
 std::string replay_json(const ovf_record& first) {
   const ovf_record* frame = first.kind == OVF_KIND_FRAME ? &first : find_record(first.frame_seq);
-  if (first.kind == OVF_KIND_OP_OUTPUT || frame == nullptr || frame->kind != OVF_KIND_FRAME ||
+  if (first.kind == OVF_KIND_OP_OUTPUT || frame == nullptr ||
+      (frame->kind != OVF_KIND_FRAME && frame->kind != OVF_KIND_STEP) ||
       frame->verdict_id == OVF_NO_ID) {
     return "null";
   }

@@ -166,17 +166,18 @@ class Monitor {
   bool went_on_after_nonfinite();
 
   // The replay (monitor_replay.cpp): at a module event that holds the session's
-  // first NaN/Inf (made in the module, or between modules), before the stop hook, the hook
-  // runs the step's forward again with its ops observed (the driver knows how),
-  // so that the report, the stop and a core name the op that made the value as
-  // --ops would. Once a session. `batch`: the event's; `compiled`: the frame was
+  // first NaN/Inf (made in the module, or between modules), or an optimizer step's
+  // (`frame_seq` its STEP), before the stop hook, the hook runs the step's forward
+  // (the optimizer's step) again with its ops observed (the driver knows how), so
+  // that the report, the stop and a core name the op that made the value as --ops
+  // would. Once a session. `batch`: the event's; `compiled`: the frame was
   // written inside a torch.compile'd graph. nullptr: no replay.
   using ReplayHook = void (*)(uint64_t frame_seq, uint64_t batch, bool compiled);
   void set_replay_hook(ReplayHook hook) { replay_hook_.store(hook, std::memory_order_release); }
   // Between the two, records are flagged OVF_FLAG_REPLAY and decide nothing (no
   // event, no first value, no response); the first producer among them is kept.
   void begin_replay();
-  // Ends the replay and writes its outcome into the FRAME `frame_seq`: cause_seq,
+  // Ends the replay and writes its outcome into the FRAME (STEP) `frame_seq`: cause_seq,
   // the producer's record (or OVF_NO_SEQ), and verdict_id, `said` (the driver's
   // line: how the replay went, or why it did not run).
   void end_replay(uint64_t frame_seq, const std::string& said);

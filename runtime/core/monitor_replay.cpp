@@ -1,8 +1,9 @@
-// The replay of a step at a module event (monitor.h: set_replay_hook): the
-// monitor's half. The driver runs the forward again; here its records are kept
-// apart from the run's (flagged, deciding nothing) and its outcome lands in the
-// event's FRAME, where the report, the debuggers and cores read it. Then, at the
-// event's stop, a debugger may step into the replayed step (set_step_hook).
+// The replay of a step at a module event, or of an optimizer's step at its event
+// (monitor.h: set_replay_hook): the monitor's half. The driver runs the forward (the
+// optimizer's step) again; here its records are kept apart from the run's (flagged,
+// deciding nothing) and its outcome lands in the event's FRAME (STEP), where the
+// report, the debuggers and cores read it. Then, at a module event's stop, a debugger
+// may step into the replayed step (set_step_hook).
 #include "control.h"
 #include "monitor.h"
 #include "record.h"
@@ -20,7 +21,7 @@ void Monitor::replay_if_due(const Committed& span, const ovf_record* records, ui
   // later frames would replay into an op already named. With ops observed
   // (--ops) the op was seen already.
   if (hook == nullptr || !(events & (OVF_STOP_NAN | OVF_STOP_INF)) || !holds_first ||
-      records[0].kind != OVF_KIND_FRAME ||
+      (records[0].kind != OVF_KIND_FRAME && records[0].kind != OVF_KIND_STEP) ||
       (read_control(ovf_state.control.observe) & OVF_OBSERVE_OPS) || replayed_.exchange(true)) {
     return;
   }
@@ -92,8 +93,13 @@ void Monitor::stop_and_step(uint64_t frame_seq, uint32_t events) {
       set_step_state(OVF_STEPPING_ENDED, said);
       take_snapshot(frame_seq);  // the event's stack and locals again, not the last line's
     } else {
+      const ovf_record* head = find_record(frame_seq);
       set_step_state(OVF_STEPPING_REFUSED,
-                     "no replay named the op that made this event's value: nothing to step into");
+                     head != nullptr && head->kind == OVF_KIND_STEP
+                         ? "the value was written by an optimizer's step, not in a module's "
+                           "forward: nothing to step into"
+                         : "no replay named the op that made this event's value: nothing to "
+                           "step into");
     }
     reach_stop_hook(find_record(frame_seq), events);
   }

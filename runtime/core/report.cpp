@@ -250,7 +250,8 @@ std::string describe_first_nonfinite() {
 
 std::string describe_replay(const ovf_record& line) {
   const ovf_record* frame = line.frame_seq != OVF_NO_SEQ ? find_record(line.frame_seq) : nullptr;
-  if (frame == nullptr || frame->kind != OVF_KIND_FRAME || frame->verdict_id == OVF_NO_ID)
+  if (frame == nullptr || (frame->kind != OVF_KIND_FRAME && frame->kind != OVF_KIND_STEP) ||
+      frame->verdict_id == OVF_NO_ID)
     return "";
   std::string text = "ovf: " + escape_text(interned(frame->verdict_id)) + "\n";
   const ovf_record* op = frame->cause_seq != OVF_NO_SEQ ? find_record(frame->cause_seq) : nullptr;

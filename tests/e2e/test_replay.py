@@ -49,11 +49,58 @@ def test_the_debuggers_show_what_the_replay_found_live_and_from_the_core(debugge
 REPLAYED_CASES = ["gan_two_optimizers", "left_padding", "rnn_relu_explodes"]
 
 
-@pytest.mark.parametrize("case", REPLAYED_CASES)
+@pytest.mark.parametrize("case", REPLAYED_CASES + ["vit_adamw_eps0"])
 def test_module_mode_names_what_the_oracle_names_by_replaying(case):
+    """torchvision's ViT under AdamW(eps=0) writes 0/0 into a weight in the optimizer's
+    step: replayed from the copy --capture optimizer keeps."""
     truth = oracle(case)
-    out = run_case(case, "-m", "ovf")
-    assert re.search(r"^ovf: replayed the forward of \w+ with its ops observed", out, re.M), out
+    stepping = case == "vit_adamw_eps0"
+    out = run_case(case, "-m", "ovf", *(["--capture", "optimizer"] if stepping else []))
+    replayed = r"replayed AdamW\.step\(\) from" if stepping else r"replayed the forward of \w+ with"
+    assert re.search(rf"^ovf: {replayed}", out, re.M), out
     verdict = python_mode_verdict(out)
     assert agrees(verdict, truth), f"ovf {verdict} vs oracle {truth}\n{out}"
     assert out.count("Detected inf/nan during batch_number=") == 1, out
+
+
+def test_an_optimizer_steps_replay_armed_from_the_debugger_live_and_from_the_core(
+    debugger, tmp_path
+):
+    """`ovf break-on-nan --capture optimizer`: Adam(eps=0)'s 0/0 in a weight is replayed
+    at the step's event; the stop, `ovf status` and the core name the op and its line."""
+    core = tmp_path / "core"
+    out = debugger.run(
+        [
+            "ovf break-on-nan --capture optimizer",
+            "run",
+            "ovf status",
+            "ovf step-into",
+            debugger.gcore(core),
+            "kill",
+        ],
+        program=[PYTHON, SCRIPT, "adam_eps0"],
+        env=clean_env(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"),
+        cwd=TOP,
+        timeout=300,
+    )
+    assert debugger.hits(out) == 1, out
+    assert step_replay_block("     ").search(out), out  # the stop summary
+    assert step_replay_block("  ").search(out), out  # ovf status
+    assert "optimizer steps captured" in out, out
+    assert (
+        "ovf step-into: the value was written by an optimizer's step, not in a module's"
+        " forward: nothing to step into" in out
+    ), out
+    post = debugger.run(["ovf status"], core=core, timeout=120)
+    assert step_replay_block("  ").search(post), post
+
+
+def step_replay_block(prefix):
+    with open(SCRIPT) as f:
+        line = next(i for i, t in enumerate(f, 1) if t.rstrip().endswith("# made: adam_eps0"))
+    return re.compile(
+        rf"\n{prefix}replay: replayed Adam\.step\(\) from the parameters and state it began"
+        rf" with \(\d+\.\d\d s\)\n"
+        rf"{prefix}  produced by aten::addcdiv_ in no module at replays\.py:{line} in <module>\n"
+        rf"{prefix}  why: aten::addcdiv_: the divisor has 2 zeros: 0/0 in 2 elements \(nan\)\n"
+    )

@@ -199,7 +199,14 @@ def test_a_two_rank_job_leaves_a_summary_a_rank_and_the_verdict_names_rank_1(tmp
         "  the first non-finite value was the output of blocks.1.amp (batch 2)",
     ]
     assert_amp_replay(lines[2:6])
-    assert data[1]["replay"]["op"] == "aten::to" and data[0]["replay"] is None, data
+    assert data[1]["replay"]["op"] == "aten::to", data
+    # rank 0's step read the gradient the all-reduce brought: its replay says why not
+    assert data[0]["replay"] == {
+        "said": "not replayed: SGD.step() read a non-finite gradient of blocks.0.fc.weight, made"
+        " before the step (by the backward pass, or received by it): --backward names the op"
+        " that made it",
+        "op": None,
+    }, data
     # later by rank 1's replay and the all-reduce: a fraction of a second, more under load
     assert len(lines) == 7, lines
     assert re.fullmatch(r"rank 0 received it later \(\+0\.\d{3} s\), as a carrier", lines[6]), lines

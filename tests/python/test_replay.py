@@ -202,3 +202,70 @@ def test_on_nan_pdb_in_the_explicit_api_is_refused_in_one_line():
         " reference's behaviour): use python3 -m ovf --on-nan pdb or"
         " ovf.enable(on_nan='pdb')"
     ), p.stderr
+
+
+# An optimizer's step that writes NaN/Inf into the weights (Adam with eps=0 and a
+# gradient of exact zeros: 0/0) is seen after it returned, its starting point gone.
+REPLAYED_STEP = re.compile(
+    r"ovf: replayed Adam\.step\(\) from the parameters and state it began with \(\d+\.\d\d s\)"
+)
+WRITTEN = (
+    "ovf: the first non-finite value was written by optimizer.step (Adam) into gate (after batch 1)"
+)
+
+
+def test_with_the_capture_an_optimizer_step_is_replayed_and_names_its_op_as_ops_does():
+    captured = run_ovf("--capture", "optimizer", SCRIPT, "adam_eps0")
+    ops = run_ovf("--ops", SCRIPT, "adam_eps0")
+    assert (captured.returncode, ops.returncode) == (1, 1), captured.stderr
+    lines = ovf_lines(captured.stdout)
+    assert lines[0] == WRITTEN, captured.stdout
+    assert REPLAYED_STEP.fullmatch(lines[1]), captured.stdout
+    # the op, its line (the user's opt.step()), why and verdict, word for word as --ops
+    assert lines[2:] == ovf_lines(ops.stdout), (captured.stdout, ops.stdout)
+    assert lines[2] == (
+        "ovf: the first non-finite value was produced by aten::addcdiv_ in no module at"
+        f" replays.py:{born('adam_eps0')} in <module> (batch 1)"
+    ), captured.stdout
+
+
+def test_without_the_capture_an_optimizer_step_says_how_to_replay_it():
+    p = run_ovf(SCRIPT, "adam_eps0")
+    assert p.returncode == 1, p.stderr
+    assert ovf_lines(p.stdout) == [
+        WRITTEN,
+        "ovf: not replayed: the value was written by Adam.step(), whose parameters and state"
+        " before it are gone (--capture optimizer keeps a copy of them before each step to"
+        " replay it)",
+    ], p.stdout
+
+
+def test_a_step_that_read_non_finite_gradients_names_the_backward_not_the_step():
+    p = run_ovf("--capture", "optimizer", SCRIPT, "backward_nan")
+    assert p.returncode == 1, p.stderr
+    assert ovf_lines(p.stdout)[-1] == (
+        "ovf: not replayed: SGD.step() read a non-finite gradient of block.fc.weight, made"
+        " before the step (by the backward pass, or received by it): --backward names the op"
+        " that made it"
+    ), p.stdout
+
+
+def test_the_optimizer_replay_leaves_the_run_bit_for_bit_as_no_replay_does():
+    # warn goes on training: parameters (gate's NaN included), gradients, Adam's moments
+    # and step counts, the generator's state after three steps
+    replayed, plain = (
+        run_ovf("--on-nan", "warn", *flags, SCRIPT, "adam_eps0")
+        for flags in (["--capture", "optimizer"], ["--no-replay"])
+    )
+    assert REPLAYED_STEP.search(replayed.stdout), replayed.stdout
+    digests = [re.findall(r"^state (\w+)$", p.stdout, re.M) for p in (replayed, plain)]
+    assert len(digests[0]) == 1 and digests[0] == digests[1], (replayed.stdout, plain.stdout)
+    assert (replayed.returncode, plain.returncode) == (1, 1)
+
+
+def test_the_capture_without_the_replay_is_refused_in_one_line():
+    p = run_ovf("--capture", "optimizer", "--no-replay", SCRIPT, "adam_eps0")
+    assert (p.returncode, p.stdout) == (2, ""), p.stdout
+    assert p.stderr == (
+        "ovf: --capture optimizer is for the replay of an optimizer's step: drop --no-replay\n"
+    ), p.stderr

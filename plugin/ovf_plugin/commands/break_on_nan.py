@@ -51,6 +51,15 @@ def add_arguments(p):
         ),
     )
     p.add_argument(
+        "--capture",
+        choices=["optimizer"],
+        default=None,
+        help=(
+            "optimizer: copy the parameters and state each optimizer step starts from, so "
+            "that a NaN/Inf the step writes is replayed and its op named (a copy a step)"
+        ),
+    )
+    p.add_argument(
         "--carriers",
         action="store_true",
         help=(
@@ -125,6 +134,7 @@ def run(session, args):
     a.ops = args.ops or args.backward
     a.backward = args.backward
     a.carriers = args.carriers
+    a.capture_optimizer = args.capture == "optimizer"
     a.scaler_skips = args.scaler_skips
     a.scale_floor = args.scale_floor
     a.early = args.early

@@ -84,7 +84,8 @@ def _ring_lines(ring):
             if c.stop_mask & layout.STOP_CAST and c.cast_target < len(layout.CAST_TARGETS)
             else ""
         )
-        + (", cast losses counted" if c.observe & layout.OBSERVE_CAST else ""),
+        + (", cast losses counted" if c.observe & layout.OBSERVE_CAST else "")
+        + (", optimizer steps captured" if c.observe & layout.OBSERVE_CAPTURE_OPTIMIZER else ""),
     ]
     out += device.status_lines(h, always=True)
     out.append("first non-finite: " + describe_seq(ring, h.first_nonfinite_seq))

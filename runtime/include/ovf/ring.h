@@ -195,8 +195,9 @@ typedef struct ovf_record {
   uint64_t cause_seq;     // 160 SCALER: the first record a producing op (or gradient) made
                           //     non-finite in the scaled backward before the skip;
                           //     OVF_NO_SEQ: none observed (module mode sees no backward op).
-                          //     FRAME of a module event (layout 8): the producing op's
-                          //     record its replay found (OVF_FLAG_REPLAY)
+                          //     FRAME of a module event (layout 8), STEP of an optimizer
+                          //     event: the producing op's record its replay found
+                          //     (OVF_FLAG_REPLAY)
   uint32_t skips_in_row;  // 168 SCALER: skipped steps in a row, this one included (0: no skip)
   // Layout 6: lines flagged OVF_FLAG_CAST; index ovf_cast_target * 3 + ovf_cast_loss.
   uint32_t cast_counts[(int)OVF_CAST_TARGETS * (int)OVF_CAST_LOSSES];  // 172
@@ -209,7 +210,8 @@ typedef struct ovf_record {
   // Layout 8: a producing OP_OUTPUT's verdict, in one line: the op re-run on its own
   // inputs, on its device and in float64 ("finite in float64 ...: float32's range here");
   // OVF_NO_ID: none given (zero bytes, read as none, in earlier layouts). The FRAME
-  // of a module event whose replay named no op: why ("not replayed: ...").
+  // of a module event (the STEP of an optimizer event): its replay's line ("replayed
+  // ...", or why it named no op: "not replayed: ...").
   uint32_t verdict_id;  // 252; the last of OVF_RECORD_SIZE's bytes: a field more makes
                         //      the record longer (a new record_size, the version bumped)
 } ovf_record;
@@ -271,6 +273,9 @@ enum ovf_observe_bits {
   OVF_OBSERVE_OPTIMIZER_STATE =
       1u << 2,                 // after a step, the optimizer's state tensors too (Adam's moments)
   OVF_OBSERVE_CAST = 1u << 3,  // every floating line counts what casts would lose (cast_counts)
+  // Before each optimizer step, a copy of the parameters it updates and of its state:
+  // a value the step writes can be replayed (the STEP record's verdict_id / cause_seq).
+  OVF_OBSERVE_CAPTURE_OPTIMIZER = 1u << 4,
 };
 
 // What the runtime does after it called the stop hook for an event.

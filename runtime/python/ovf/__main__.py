@@ -42,7 +42,7 @@ SET_BY_DEFAULT = {
     "OVF_AFTER_BATCH": {"after_batch"},
     "OVF_HEADROOM": {"headroom"},
     "OVF_STOP": {"stop"},
-    "OVF_OBSERVE": {"ops", "backward", "optimizer_state", "cast_shares"},
+    "OVF_OBSERVE": {"ops", "backward", "optimizer_state", "cast_shares", "capture"},
 }
 
 
@@ -221,6 +221,16 @@ def _parser():
             "to name the op that made it (the replay: once a run, nothing of it stays)"
         ),
     )
+    p.add_argument(
+        "--capture",
+        choices=["optimizer"],
+        default=None,
+        help=(
+            "optimizer: copy the parameters and state each optimizer step starts from, so "
+            "that a NaN/Inf the step writes is replayed with its ops observed (costs a copy "
+            "of the parameters and the optimizer's state a step)"
+        ),
+    )
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     return p
@@ -272,6 +282,7 @@ def main(argv=None):
                 ("backward", args.backward),
                 ("optimizer_state", args.optimizer_state),
                 ("cast", args.cast_shares),
+                ("capture_optimizer", args.capture == "optimizer"),
             )
             if on
         ),
@@ -300,6 +311,13 @@ def main(argv=None):
         if args.on_nan == "pdb":
             print(
                 "ovf: --on-nan pdb stops in the replay of the failing step: drop --no-replay",
+                file=sys.stderr,
+            )
+            return 2
+        if args.capture == "optimizer":
+            print(
+                "ovf: --capture optimizer is for the replay of an optimizer's step: drop"
+                " --no-replay",
                 file=sys.stderr,
             )
             return 2

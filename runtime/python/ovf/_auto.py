@@ -123,7 +123,8 @@ def enable(
     stop_mask: the events that stop (bits of ring.h's ovf_stop_bits); by default
     NaN and Inf, plus above/below when those thresholds are given.
     observe: also check every ATen op's outputs (_options.OBSERVE_BITS["ops"]) and
-    those of the backward pass ("backward").
+    those of the backward pass ("backward"); copy what each optimizer step starts
+    from, for the replay of a NaN/Inf it writes ("capture_optimizer").
     headroom: "fp16", "bf16", "fp8_e4m3" or "fp8_e5m2": every line also counts
     its values below that dtype's smallest normal (ovf frames --headroom).
     wait_timeout: wait mode goes on after this many seconds without a debugger.
@@ -172,6 +173,11 @@ def enable(
     }
     if cast is not None:
         control["observe"] |= _options.OBSERVE_BITS["cast"]
+    if not replay and observe & _options.OBSERVE_BITS["capture_optimizer"]:
+        raise _options.OptionError(
+            "ovf: the optimizer's capture is for the replay of its step, which is off"
+            " (replay=False): turn the replay on or leave the capture out"
+        )
     wait_timeout = _options.seconds(wait_timeout)
     # Under torchrun, by default beside the rank's own logs: python3 -m ovf.ranks LOG_DIR.
     summary_dir = _options.event_dir(event_dir) or _options.launcher_log_dir()

@@ -12,7 +12,8 @@ debuggers' stop and cores alike.
 
 Nothing of the replay reaches the run: the generators' states and the buffers the
 replay wrote (BatchNorm's running statistics) are put back; no backward runs, so no
-.grad moves, and the optimizer is not involved. It runs once a session. It does not
+.grad moves, and the optimizer is not involved (an optimizer's step replays at its own
+event: _replay_optimizer.py). It runs once a session. It does not
 run where it would not replay the same values: an input the step changed in place
 since its forward began, an event outside the batch root's forward (a loss module
 called after it), or one judged after that forward returned (fast device mode); nor
@@ -25,7 +26,7 @@ import time
 
 import torch
 
-from . import _held_step, _ovf, _replay_check
+from . import _held_step, _ovf, _replay_check, _replay_optimizer
 
 _armed = False
 _pdb = False  # --on-nan pdb: the replay stops at the op's line in pdb (_replay_pdb.py)
@@ -56,9 +57,14 @@ def armed():
 
 
 def run(frame_seq, batch, compiled):
-    """The runtime's call at the event FRAME `frame_seq` of batch `batch` (`compiled`:
-    written inside a torch.compile'd graph): replays and returns its line for the report
-    ("replayed ..." or "not replayed: why")."""
+    """The runtime's call at the event FRAME (an optimizer's STEP) `frame_seq` of batch
+    `batch` (`compiled`: written inside a torch.compile'd graph): replays and returns its
+    line for the report ("replayed ..." or "not replayed: why")."""
+    from . import _optimizer
+
+    stepping = _optimizer.checking()
+    if stepping is not None:
+        return _replay_optimizer.run(stepping, _parameter_names())
     if compiled:
         return (
             "not replayed: the value was made inside a torch.compile'd graph, whose fused"
@@ -257,6 +263,13 @@ def _talks_to_other_ranks(module):
         if any(type(p).__name__ == "DTensor" for p in sub.parameters(recurse=False)):
             return f"{kind} with DTensor parameters"
     return ""
+
+
+def _parameter_names():
+    """{parameter: its name in the batch root} of the latest forward's model."""
+    held = _held_step.latest()
+    module = held.module() if held is not None else None
+    return {p: name for name, p in module.named_parameters()} if module is not None else {}
 
 
 def _nonfinite(t):

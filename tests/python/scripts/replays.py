@@ -1,5 +1,6 @@
 """One module event per case, for the replay at module events (module mode, no --ops):
-python3 -m ovf [--on-nan warn] [--no-replay] replays.py CASE. Step 1 goes wrong."""
+python3 -m ovf [--on-nan warn] [--no-replay] [--capture optimizer] replays.py CASE.
+Step 1 goes wrong."""
 
 import hashlib
 import sys
@@ -45,6 +46,7 @@ class Net(nn.Module):
         self.block = Block()
         self.scale = Scale()
         self.head = nn.Linear(8, 2)
+        self.gate = nn.Parameter(torch.ones(2))  # in the loss only in adam_eps0's step
 
     def forward(self, x, case=""):
         if case == "input_in_place":
@@ -54,6 +56,9 @@ class Net(nn.Module):
             return self.head(self.scale(self.block(x, case)))
         if case in ("second_call", "noise_then_overflow"):
             return self.head(self.scale(self.scale(self.block(x, case))))
+        if case == "adam_eps0":
+            # its gradient is exactly 0: Adam(eps=0)'s first update of it is 0/0
+            return self.head(self.block(x, "")) + 0 * self.gate.sum()
         if case == "all_reduce_in_forward":
             h = self.block(x, "")
             torch.distributed.all_reduce(h)  # a layer that sums over the ranks
@@ -65,6 +70,8 @@ class Loss(nn.Module):
     def forward(self, out, case):
         if case == "loss_module":
             return torch.log(out.abs() - out.abs()).mean()  # outside Net's forward
+        if case == "backward_nan":
+            return (out - out.detach()).pow(2).sum().sqrt()  # 0; its gradients are 0 * inf
         return out.pow(2).mean()
 
 
@@ -92,7 +99,10 @@ if case in ("sync_batchnorm", "all_reduce_in_forward"):
 if case == "sync_batchnorm":  # a model with SyncBatchNorm (unused: it needs a GPU)
     net.sync = nn.SyncBatchNorm(8)
     case = "overflow"
-opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+if case == "adam_eps0":
+    opt = torch.optim.Adam(net.parameters(), lr=0.01, eps=0.0)
+else:
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
 for step in range(3):
     x = torch.randn(16, 8)
     given = case if step == 1 else ""
@@ -101,6 +111,6 @@ for step in range(3):
     loss = loss_fn(net(x, given), given)
     opt.zero_grad()
     loss.backward()
-    opt.step()
+    opt.step()  # made: adam_eps0
     print(f"step {step} done", flush=True)
 print("state", state_digest(net, opt), flush=True)
