@@ -20,7 +20,7 @@ import weakref
 
 import torch
 
-from . import _ovf, _options
+from . import _options, _ovf
 
 _captured = weakref.WeakKeyDictionary()  # optimizer -> _Before of its latest step
 
