@@ -163,10 +163,15 @@ def replay_lines(ring, seq, prefix=""):
     if isinstance(op, BadSlot):
         return out + [f"{prefix}  its op's record {frame.cause_seq} is gone: {op.why}"]
     at = f" at {ring.text(op.location_id)}" if op.location_id != layout.NO_ID else ""
-    out.append(
-        f"{prefix}  produced by {ring.text(op.name_id)} in"
-        f" {ring.module(op.context_id, 'no module')}{at}"
-    )
+    where = f"{ring.module(op.context_id, 'no module')}{at}"
+    if op.flags & layout.FLAG_BACKWARD:  # the replay of an optimizer step's backward
+        of = ring.text(op.aux_id) if op.aux_id != layout.NO_ID else "an unknown op"
+        out.append(
+            f"{prefix}  produced in the backward pass by {ring.text(op.name_id)}, the gradient"
+            f" of {of} in {where}"
+        )
+    else:
+        out.append(f"{prefix}  produced by {ring.text(op.name_id)} in {where}")
     return out + judged_lines(ring, op, prefix=f"{prefix}  ")
 
 

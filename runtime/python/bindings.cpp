@@ -333,8 +333,9 @@ PYBIND11_MODULE(_ovf, m) {
   m.def("set_replay", &ovf::set_replay, py::arg("replay"),
         "replay(frame_seq, batch, compiled) -> str runs at a module event holding the first "
         "NaN/Inf.");
-  m.def("begin_replay", &ovf::begin_replay,
-        "The replay's forward begins: its records decide nothing, its ops are observed.");
+  m.def("begin_replay", &ovf::begin_replay, py::arg("backward") = false,
+        "The replay's forward begins: its records decide nothing, its ops are observed "
+        "(backward: and those of its backward).");
   m.def("set_step", &ovf::set_step, py::arg("step"),
         "step(frame_seq) -> str replays the step for a debugger's `ovf step-into`; None: off");
   m.def("step_stop", &ovf::step_stop, py::arg("frame"), py::arg("where"), py::arg("state"),

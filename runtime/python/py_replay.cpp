@@ -73,11 +73,12 @@ void set_replay(py::object replay) {
   Monitor::instance().set_replay_hook(g_replay != nullptr ? &run_replay : nullptr);
 }
 
-void begin_replay() {
+void begin_replay(bool backward) {
   if (Monitor::instance().replaying()) return;  // a second pass (--on-nan pdb): armed already
   g_observe_before = read_control(ovf_state.control.observe);
   Monitor::instance().begin_replay();
-  ovf_state.control.observe = g_observe_before | OVF_OBSERVE_OPS;
+  ovf_state.control.observe =
+      g_observe_before | OVF_OBSERVE_OPS | (backward ? OVF_OBSERVE_BACKWARD : 0u);
   sync_op_observer();
 }
 

@@ -13,9 +13,10 @@ namespace ovf {
 // NaN/Inf and returns the replay's line (how it went, or why it did not run);
 // None: no replay.
 void set_replay(pybind11::object replay);
-// The replay's forward begins: its records decide nothing, its ops are observed.
+// The replay's forward begins: its records decide nothing, its ops are observed
+// (`backward`: those of a backward it runs too, named by their forward ops).
 // It ends when `replay` returns (a second pass begins nothing more).
-void begin_replay();
+void begin_replay(bool backward);
 bool replaying();
 // `step(frame_seq) -> str` replays the step once more for a debugger's `ovf step-into`
 // (its line: how the pass went); None: no stepping.

@@ -63,11 +63,31 @@ def test_module_mode_names_what_the_oracle_names_by_replaying(case):
     assert out.count("Detected inf/nan during batch_number=") == 1, out
 
 
+# What the replay at an optimizer step's event names (--capture optimizer): Adam(eps=0)'s
+# 0/0 in a weight, made by the step; sqrt's gradient at 0 inside the model, made by the
+# backward (module mode observes none) and written into the weights by SGD's step.
+STEP_REPLAYS = {
+    "adam_eps0": (
+        r"replayed Adam\.step\(\) from the parameters and state it began with",
+        r"produced by aten::addcdiv_ in no module at replays\.py:{line} in <module>",
+        "aten::addcdiv_: the divisor has 2 zeros: 0/0 in 2 elements (nan)",
+    ),
+    "backward_in_model": (
+        r"replayed the forward and the backward of Net from the parameters SGD\.step\(\)"
+        r" began with, their ops observed",
+        r"produced in the backward pass by aten::div, the gradient of aten::sqrt in <root Net>"
+        r" at replays\.py:{line} in forward",
+        "aten::div: the divisor has 128 zeros: x/0 in 128 elements (inf)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STEP_REPLAYS))
 def test_an_optimizer_steps_replay_armed_from_the_debugger_live_and_from_the_core(
-    debugger, tmp_path
+    debugger, tmp_path, case
 ):
-    """`ovf break-on-nan --capture optimizer`: Adam(eps=0)'s 0/0 in a weight is replayed
-    at the step's event; the stop, `ovf status` and the core name the op and its line."""
+    """`ovf break-on-nan --capture optimizer`: the step's event is replayed; the stop,
+    `ovf status` and the core name the op and its line; step-into is for module events."""
     core = tmp_path / "core"
     out = debugger.run(
         [
@@ -78,29 +98,29 @@ def test_an_optimizer_steps_replay_armed_from_the_debugger_live_and_from_the_cor
             debugger.gcore(core),
             "kill",
         ],
-        program=[PYTHON, SCRIPT, "adam_eps0"],
+        program=[PYTHON, SCRIPT, case],
         env=clean_env(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"),
         cwd=TOP,
         timeout=300,
     )
     assert debugger.hits(out) == 1, out
-    assert step_replay_block("     ").search(out), out  # the stop summary
-    assert step_replay_block("  ").search(out), out  # ovf status
+    assert step_replay_block(case, "     ").search(out), out  # the stop summary
+    assert step_replay_block(case, "  ").search(out), out  # ovf status
     assert "optimizer steps captured" in out, out
     assert (
         "ovf step-into: the value was written by an optimizer's step, not in a module's"
         " forward: nothing to step into" in out
     ), out
     post = debugger.run(["ovf status"], core=core, timeout=120)
-    assert step_replay_block("  ").search(post), post
+    assert step_replay_block(case, "  ").search(post), post
 
 
-def step_replay_block(prefix):
+def step_replay_block(case, prefix):
     with open(SCRIPT) as f:
-        line = next(i for i, t in enumerate(f, 1) if t.rstrip().endswith("# made: adam_eps0"))
+        line = next(i for i, t in enumerate(f, 1) if t.rstrip().endswith(f"# made: {case}"))
+    said, produced, why = STEP_REPLAYS[case]
     return re.compile(
-        rf"\n{prefix}replay: replayed Adam\.step\(\) from the parameters and state it began"
-        rf" with \(\d+\.\d\d s\)\n"
-        rf"{prefix}  produced by aten::addcdiv_ in no module at replays\.py:{line} in <module>\n"
-        rf"{prefix}  why: aten::addcdiv_: the divisor has 2 zeros: 0/0 in 2 elements \(nan\)\n"
+        rf"\n{prefix}replay: {said} \(\d+\.\d\d s\)\n"
+        rf"{prefix}  {produced.format(line=line)}\n"
+        rf"{prefix}  why: {re.escape(why)}\n"
     )

@@ -204,7 +204,7 @@ def test_a_two_rank_job_leaves_a_summary_a_rank_and_the_verdict_names_rank_1(tmp
     assert data[0]["replay"] == {
         "said": "not replayed: SGD.step() read a non-finite gradient of blocks.0.fc.weight, made"
         " before the step (by the backward pass, or received by it): --backward names the op"
-        " that made it",
+        " that made it, and --capture optimizer replays the backward",
         "op": None,
     }, data
     # later by rank 1's replay and the all-reduce: a fraction of a second, more under load

@@ -240,24 +240,65 @@ def test_without_the_capture_an_optimizer_step_says_how_to_replay_it():
     ], p.stdout
 
 
-def test_a_step_that_read_non_finite_gradients_names_the_backward_not_the_step():
-    p = run_ovf("--capture", "optimizer", SCRIPT, "backward_nan")
+# Module mode sees no backward op: a NaN the backward makes inside the model (sqrt's
+# gradient at 0) shows when SGD's step writes it into the weights.
+REPLAYED_BACKWARD = re.compile(
+    r"ovf: replayed the forward and the backward of Net from the parameters SGD\.step\(\)"
+    r" began with, their ops observed \(\d+\.\d\d s\)"
+)
+READ_NAN = "not replayed: SGD.step() read a non-finite gradient of block.fc.weight, made"
+
+
+def test_with_the_capture_a_backward_nan_is_replayed_and_named_as_ops_backward_does():
+    captured = run_ovf("--capture", "optimizer", SCRIPT, "backward_in_model")
+    ops = run_ovf("--ops", "--backward", SCRIPT, "backward_in_model")
+    assert (captured.returncode, ops.returncode) == (1, 1), captured.stderr
+    lines = ovf_lines(captured.stdout)
+    assert lines[0].startswith(
+        "ovf: the first non-finite value was written by optimizer.step (SGD) into"
+        " block.fc.weight (after batch 1) from its gradient"
+    ), captured.stdout
+    assert REPLAYED_BACKWARD.fullmatch(lines[1]), captured.stdout
+    assert lines[2:] == ovf_lines(ops.stdout), (captured.stdout, ops.stdout)
+    assert lines[2] == (
+        "ovf: the first non-finite value was produced in the backward pass by aten::div, the"
+        " gradient of aten::sqrt in <root Net> at"
+        f" replays.py:{born('backward_in_model')} in forward (batch 1)"
+    ), captured.stdout
+
+
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (
+            [],
+            READ_NAN + " before the step (by the backward pass, or received by it): --backward"
+            " names the op that made it, and --capture optimizer replays the backward",
+        ),
+        (
+            ["--capture", "optimizer"],
+            READ_NAN + " before the step: the gradient the backward brought the model's output"
+            " was non-finite already (the loss code made it)",
+        ),
+    ],
+    ids=["without-capture", "loss-made-it"],
+)
+def test_a_step_that_read_a_non_finite_gradient_says_where_it_came_from(flags, said):
+    p = run_ovf(*flags, SCRIPT, "backward_nan")  # the NaN is the loss module's backward's
     assert p.returncode == 1, p.stderr
-    assert ovf_lines(p.stdout)[-1] == (
-        "ovf: not replayed: SGD.step() read a non-finite gradient of block.fc.weight, made"
-        " before the step (by the backward pass, or received by it): --backward names the op"
-        " that made it"
-    ), p.stdout
+    assert ovf_lines(p.stdout)[-1] == f"ovf: {said}", p.stdout
 
 
-def test_the_optimizer_replay_leaves_the_run_bit_for_bit_as_no_replay_does():
-    # warn goes on training: parameters (gate's NaN included), gradients, Adam's moments
-    # and step counts, the generator's state after three steps
+@pytest.mark.parametrize("case", ["adam_eps0", "backward_in_model"])
+def test_the_optimizer_replay_leaves_the_run_bit_for_bit_as_no_replay_does(case):
+    # warn goes on training: parameters (the NaN the step wrote included), gradients,
+    # BatchNorm's statistics, the optimizer's state, the generator's state after three steps
     replayed, plain = (
-        run_ovf("--on-nan", "warn", *flags, SCRIPT, "adam_eps0")
+        run_ovf("--on-nan", "warn", *flags, SCRIPT, case)
         for flags in (["--capture", "optimizer"], ["--no-replay"])
     )
-    assert REPLAYED_STEP.search(replayed.stdout), replayed.stdout
+    expected = REPLAYED_STEP if case == "adam_eps0" else REPLAYED_BACKWARD
+    assert expected.search(replayed.stdout), replayed.stdout
     digests = [re.findall(r"^state (\w+)$", p.stdout, re.M) for p in (replayed, plain)]
     assert len(digests[0]) == 1 and digests[0] == digests[1], (replayed.stdout, plain.stdout)
     assert (replayed.returncode, plain.returncode) == (1, 1)

@@ -8,6 +8,7 @@ Two users: the replay at a module event (_replay.py), in the step itself, and
 The replay's own forward is not held (it runs inside the step it replays).
 """
 
+import functools
 import weakref
 
 import torch
@@ -15,6 +16,7 @@ import torch
 from . import _dump_batch, _ovf, _replay_check
 
 _latest = None  # Held of the batch root's latest forward
+_forwards_since_step = 0  # the batch root's forwards since an optimizer's step ended
 _hooks = weakref.WeakKeyDictionary()  # batch root -> its two hooks' handles
 
 
@@ -32,6 +34,19 @@ class Held:
         self.rng_cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
         self.running = True  # until the forward returns (or raises)
         self.start_seq = _replay_check.write_seq()  # its records begin here
+        self.output_grads = {}  # output path -> the gradient the backward brought it
+        self.forwards = _forwards_since_step  # the step's forwards up to this one
+
+    def hold_output_gradients(self, output):
+        """The gradients the backward brings the forward's outputs (tensor hooks, no
+        copy): with the parameters the step began with (the optimizer's capture), the
+        backward runs again without the user's loss code. Held until the next forward."""
+        for path, t in tensors(output, "output"):
+            if t.requires_grad and t.grad_fn is not None:
+                t.register_hook(functools.partial(self._keep, path))
+
+    def _keep(self, path, gradient):
+        self.output_grads[path] = gradient
 
     def inputs(self):
         """[(path, tensor)] of the forward's tensor inputs, named as its frame names
@@ -90,7 +105,7 @@ def detach_unless_wanted():
 
 
 def _start(module, args, kwargs):
-    global _latest
+    global _latest, _forwards_since_step
     # Traced by torch.compile (a compiled model's hooks are): nothing, so no graph break;
     # a compiled step is not held (the replay says why it does not run there).
     if torch.compiler.is_compiling() or _ovf.replaying():
@@ -99,6 +114,7 @@ def _start(module, args, kwargs):
     # accumulation, a loop that skips the step): saved before its inputs are let go.
     _dump_batch.dump_if_due()
     _latest = None
+    _forwards_since_step += 1
     if not (_dump_batch.wants_inputs() or _replay_armed()):
         return  # nothing to hold for
     try:
@@ -112,7 +128,21 @@ def _end(module, args, kwargs, output):
         return
     if _latest is not None and _latest.module() is module:
         _latest.running = False
+        if _capture_on():
+            _latest.hold_output_gradients(output)
     _dump_batch.dump_if_due()
+
+
+def step_ended():
+    """An optimizer's step ended: the forwards that follow are the next step's."""
+    global _forwards_since_step
+    _forwards_since_step = 0
+
+
+def _capture_on():
+    from . import _replay_optimizer
+
+    return _replay_armed() and _replay_optimizer.capture_on()
 
 
 def _replay_armed():

@@ -9,7 +9,7 @@ With --capture optimizer a global pre-step hook copies what each step starts fro
 
 import importlib
 
-from . import _ovf, _replay_optimizer, _steps
+from . import _held_step, _ovf, _replay_optimizer, _steps
 
 _installed = False
 _checking = None  # the optimizer whose step is being checked (its event replays it)
@@ -33,6 +33,7 @@ def _check(optimizer, *_):
         _ovf.after_optimizer_step(optimizer)
     finally:
         _checking = None
+    _held_step.step_ended()
     _steps.after_optimizer_step(optimizer)
 
 

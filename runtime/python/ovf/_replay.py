@@ -98,8 +98,8 @@ def run(frame_seq, batch, compiled):
             f"not replayed: the step changed {', '.join(changed)} in place since its forward began"
         )
     started = time.perf_counter()
-    calls = _Calls()
-    error = _forward_again(module, held, calls.pre, calls.post)
+    calls = Calls()
+    error = forward_again(module, held, calls.pre, calls.post)
     took = f"{time.perf_counter() - started:.2f} s"
     named = _ovf.replay_found()
     where = _replay_check.first_difference(module, held.start_seq, frame_seq, calls.outputs, named)
@@ -113,7 +113,7 @@ def run(frame_seq, batch, compiled):
             _replay_pdb.stop(found)
         said = f"replayed the forward of {type(module).__name__} with its ops observed ({took})"
         if left:
-            said += f"; but it diverged from the run {where} before that op: {_CAUSES}"
+            said += f"; but it diverged from the run {where} before that op: {CAUSES}"
         return said
     if error is not None:
         return (
@@ -122,12 +122,11 @@ def run(frame_seq, batch, compiled):
         )
     return (
         f"the replay of the forward of {type(module).__name__} made no non-finite value"
-        f" ({took}): it diverged from the run"
-        + (f" {where}: {_CAUSES}" if left else f" ({_CAUSES})")
+        f" ({took}): it diverged from the run" + (f" {where}: {CAUSES}" if left else f" ({CAUSES})")
     )
 
 
-_CAUSES = "nondeterministic kernels, state the step changes, or a hardware fault"
+CAUSES = "nondeterministic kernels, state the step changes, or a hardware fault"
 
 
 class Found:
@@ -175,10 +174,11 @@ class InCall:
             self.leave()
 
 
-def _forward_again(module, held, pre, post):
+def forward_again(module, held, pre, post, backward=None):
     """Runs the held forward with ops observed, `pre` and `post` global module hooks
-    while it runs (they raise _ReplayDone to end it); returns what it raised ("Type:
-    text") or None. The generators and the buffers come back as they were."""
+    while it runs (they raise _ReplayDone to end it), then `backward(output)` if given,
+    its ops observed too; returns what it raised ("Type: text") or None. The generators
+    and the buffers come back as they were."""
     kept = _Kept(module)
     hooks = [
         torch.nn.modules.module.register_module_forward_pre_hook(pre),
@@ -189,9 +189,11 @@ def _forward_again(module, held, pre, post):
         torch.set_rng_state(held.rng_cpu)
         if held.rng_cuda is not None:
             torch.cuda.set_rng_state_all(held.rng_cuda)
-        _ovf.begin_replay()
+        _ovf.begin_replay(backward=backward is not None)
         with refused, torch.set_grad_enabled(held.grad_enabled):
-            module(*held.args, **held.kwargs)
+            output = module(*held.args, **held.kwargs)
+            if backward is not None:
+                backward(output)
     except _ReplayDone:
         pass
     except _TalksToRanks as e:
@@ -226,7 +228,7 @@ class _CollectivesRefused:
     def __enter__(self):
         dist = torch.distributed
         self.saved = {}
-        if _distributed():
+        if distributed():
             for name in _COLLECTIVES:
                 if hasattr(dist, name):
                     self.saved[name] = getattr(dist, name)
@@ -245,7 +247,7 @@ def _refuse(name):
     return refused
 
 
-def _distributed():
+def distributed():
     dist = torch.distributed
     return dist.is_available() and dist.is_initialized()
 
@@ -254,7 +256,7 @@ def _talks_to_other_ranks(module):
     """What in `module` runs collectives in its forward, in a distributed run: SyncBatchNorm's
     statistics, FSDP's all-gathers, DTensor parameters (tensor parallelism); "" for none.
     (DDP's own collectives are its wrapper's, which the replay does not call.)"""
-    if not _distributed():
+    if not distributed():
         return ""
     for sub in module.modules():
         kind = type(sub).__name__
@@ -276,7 +278,7 @@ def _nonfinite(t):
     return (t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all())
 
 
-class _Calls:
+class Calls:
     """Each module's forward calls in the replay until its producer is seen (then the
     replay ends): which call of its module the producing op ran in."""
 
@@ -302,8 +304,8 @@ class _Calls:
 
 
 def _again(module, held):
-    """The replay once more, for pdb: (pre, post) -> what _forward_again returns."""
-    return lambda pre, post: _forward_again(module, held, pre, post)
+    """The replay once more, for pdb: (pre, post) -> what forward_again returns."""
+    return lambda pre, post: forward_again(module, held, pre, post)
 
 
 class _Kept:

@@ -10,8 +10,9 @@ observed (the op that made the value, its line, why and verdict, as --ops gives 
 and puts back every parameter and the state object the run left, bit for bit.
 
 It does not run where it would not make the same values: without the capture (it says
-how to ask for it), where a gradient was non-finite already (the backward made the
-value: --backward names its op), or where the gradients changed since the step began.
+how to ask for it), or where the gradients changed since the step began. Where a gradient
+was non-finite already the backward made the value: with the capture the step's backward
+is replayed instead (_replay_backward.py).
 """
 
 import collections
@@ -25,9 +26,13 @@ from . import _options, _ovf
 _captured = weakref.WeakKeyDictionary()  # optimizer -> _Before of its latest step
 
 
+def capture_on():
+    return bool(_ovf.control()["observe"] & _options.OBSERVE_BITS["capture_optimizer"])
+
+
 def capture_if_asked(optimizer):
     """The pre-step hook: copies what this step starts from, if the capture is on."""
-    if _ovf.control()["observe"] & _options.OBSERVE_BITS["capture_optimizer"]:
+    if capture_on():
         _captured[optimizer] = _Before(optimizer)
     else:
         _captured.pop(optimizer, None)
@@ -78,13 +83,18 @@ def run(optimizer, names):
         ),
         None,
     )
+    before = _captured.get(optimizer)
+    if bad is not None and before is not None:
+        from . import _replay_backward
+
+        return _replay_backward.run(optimizer, before, names.get(bad, "a parameter"))
     if bad is not None:
         return (
             f"not replayed: {kind}.step() read a non-finite gradient of"
             f" {names.get(bad, 'a parameter')}, made before the step (by the backward pass, or"
-            " received by it): --backward names the op that made it"
+            " received by it): --backward names the op that made it, and --capture optimizer"
+            " replays the backward"
         )
-    before = _captured.get(optimizer)
     if before is None:
         return (
             f"not replayed: the value was written by {kind}.step(), whose parameters and state"
