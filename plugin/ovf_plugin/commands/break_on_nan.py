@@ -56,7 +56,8 @@ def add_arguments(p):
         default=None,
         help=(
             "optimizer: copy the parameters and state each optimizer step starts from, so "
-            "that a NaN/Inf the step writes is replayed and its op named (a copy a step)"
+            "that a NaN/Inf the step writes (or its backward made) is replayed and its op "
+            "named (a copy a step)"
         ),
     )
     p.add_argument(

@@ -227,8 +227,8 @@ def _parser():
         default=None,
         help=(
             "optimizer: copy the parameters and state each optimizer step starts from, so "
-            "that a NaN/Inf the step writes is replayed with its ops observed (costs a copy "
-            "of the parameters and the optimizer's state a step)"
+            "that a NaN/Inf the step writes (or its backward made) is replayed with its ops "
+            "observed (costs a copy of the parameters and the optimizer's state a step)"
         ),
     )
     p.add_argument("script", help="the training script")
