@@ -80,7 +80,7 @@ def run(frame_seq, batch, compiled):
             f" batch {batch} (a module called after it, or judged after it returned); ovf"
             " replays the model's forward"
         )
-    given = [path for path, t in held.inputs() if _nonfinite(t)]
+    given = [path for path, t in held.inputs() if nonfinite(t)]
     if given:
         return (
             f"not replayed: the model's {', '.join(given)} held the non-finite value already"
@@ -199,13 +199,18 @@ def forward_again(module, held, pre, post, backward=None):
     except _TalksToRanks as e:
         return f"stopped at {e}, which the other ranks would not join,"
     except Exception as e:  # noqa: BLE001 -- the model's own failure on the replay: said
-        said = str(e).strip()
-        return f"raised {type(e).__name__}: {said.splitlines()[0] if said else ''}"
+        return raised(e)
     finally:
         for h in hooks:
             h.remove()
         kept.restore()
     return None
+
+
+def raised(e):
+    """The replay's words for the model's (the step's) own exception: its first line."""
+    said = str(e).strip()
+    return f"raised {type(e).__name__}: {said.splitlines()[0] if said else ''}"
 
 
 class _TalksToRanks(BaseException):
@@ -274,7 +279,7 @@ def _parameter_names():
     return {p: name for name, p in module.named_parameters()} if module is not None else {}
 
 
-def _nonfinite(t):
+def nonfinite(t):
     return (t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all())
 
 

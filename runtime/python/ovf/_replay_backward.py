@@ -34,7 +34,7 @@ def run(optimizer, before, gradient_of):
             said + f": the step's gradients add up {held.forwards} forwards, and ovf holds the"
             " last one"
         )
-    given = [path for path, g in held.output_grads.items() if _nonfinite(g)]
+    given = [path for path, g in held.output_grads.items() if _replay.nonfinite(g)]
     if given:
         return (
             said + f": the gradient the backward brought the model's {given[0]} was non-finite"
@@ -46,18 +46,10 @@ def run(optimizer, before, gradient_of):
     name = type(module).__name__
     started = time.perf_counter()
     calls = _replay.Calls()
-    after = [(p, p.detach().clone()) for p, _, _, _ in before.params]
-    try:
-        with torch.no_grad():
-            for p, was, _, _ in before.params:
-                p.data.copy_(was)  # through .data: the parameter keeps its version counter
+    with before.parameters_in():
         error = _replay.forward_again(
             module, held, calls.pre, calls.post, backward=_backward(module, held)
         )
-    finally:
-        with torch.no_grad():
-            for p, now in after:
-                p.data.copy_(now)
     took = f"{time.perf_counter() - started:.2f} s"
     if _ovf.replay_found():
         return (
@@ -95,7 +87,3 @@ def _backward(module, held):
         )
 
     return backward
-
-
-def _nonfinite(t):
-    return (t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all())

@@ -16,12 +16,13 @@ is replayed instead (_replay_backward.py).
 """
 
 import collections
+import contextlib
 import time
 import weakref
 
 import torch
 
-from . import _options, _ovf
+from . import _options, _ovf, _replay
 
 _captured = weakref.WeakKeyDictionary()  # optimizer -> _Before of its latest step
 
@@ -52,6 +53,21 @@ class _Before:
             ]
             self.state = _state_copy(optimizer.state)
 
+    @contextlib.contextmanager
+    def parameters_in(self):
+        """The parameters as the step began while it runs, then as the run left them
+        (through .data: a parameter keeps its version counter)."""
+        after = [(p, p.detach().clone()) for p, _, _, _ in self.params]
+        try:
+            with torch.no_grad():
+                for p, was, _, _ in self.params:
+                    p.data.copy_(was)
+            yield
+        finally:
+            with torch.no_grad():
+                for p, now in after:
+                    p.data.copy_(now)
+
     def gradients_changed(self):
         return any(p.grad is not grad or grad._version != v for p, _, grad, v in self.params)
 
@@ -79,7 +95,7 @@ def run(optimizer, names):
             p
             for group in optimizer.param_groups
             for p in group["params"]
-            if p.grad is not None and not bool(torch.isfinite(_local(p.grad)).all())
+            if p.grad is not None and _replay.nonfinite(_local(p.grad))
         ),
         None,
     )
@@ -112,7 +128,7 @@ def run(optimizer, names):
         return f"the replay of {kind}.step() {error} before any op made a non-finite value ({took})"
     return (
         f"the replay of {kind}.step() made no non-finite value ({took}): it diverged from the"
-        " run (nondeterministic kernels, state the step changes, or a hardware fault)"
+        f" run ({_replay.CAUSES})"
     )
 
 
@@ -120,28 +136,21 @@ def _step_again(optimizer, before):
     """Runs the step from `before` with its ops observed; returns what it raised
     ("raised Type: text") or None. The parameters, the state and the generators come
     back as the run left them."""
-    after = [(p, p.detach().clone()) for p, _, _, _ in before.params]
     state, rng = optimizer.state, torch.get_rng_state()
     # The class's step without torch's hooks (profile_hook_step wraps it): the user's
     # and ovf's own hooks do not run for a replay.
     step = getattr(type(optimizer).step, "__wrapped__", None)
     try:
-        with torch.no_grad():
-            for p, was, _, _ in before.params:
-                p.data.copy_(was)  # through .data: the parameter keeps its version counter
-        optimizer.state = _state_copy(before.state)
-        _ovf.begin_replay()
-        if step is not None:
-            step(optimizer)
-        else:
-            optimizer.step()  # _optimizer.py's hooks let a replay's step pass
+        with before.parameters_in():
+            optimizer.state = _state_copy(before.state)
+            _ovf.begin_replay()
+            if step is not None:
+                step(optimizer)
+            else:
+                optimizer.step()  # _optimizer.py's hooks let a replay's step pass
     except Exception as e:  # noqa: BLE001 -- the step's own failure on the replay: said
-        said = str(e).strip()
-        return f"raised {type(e).__name__}: {said.splitlines()[0] if said else ''}"
+        return _replay.raised(e)
     finally:
         optimizer.state = state
-        with torch.no_grad():
-            for p, now in after:
-                p.data.copy_(now)
         torch.set_rng_state(rng)
     return None
