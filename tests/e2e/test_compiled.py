@@ -44,19 +44,26 @@ def test_a_stop_inside_a_compiled_graph(debugger):
     _says_it_once(status, frames)
 
 
+# The eager replay's answer where only the compiled code makes the inf (compiled.py's
+# --compiler-fault: a test lowering of Softplus), after "replay: " or "ovf: ".
+COMPILER = re.compile(
+    r"replayed the forward of Sequential eagerly \(torch\.compile set aside\), its ops observed"
+    r" \(\d+\.\d\d s\): eager is finite here: the compiled code differs \(Inductor\): 1"
+    r" \(Softplus\) outputs 14 \+inf compiled, none eagerly \(abs max 1\.50e\+03\)\n"
+)
+
+
 def test_a_kernel_core_of_a_compiled_run(debugger, tmp_path):
-    # auto mode this time (python3 -m ovf --on-nan abort): the same frames as explicit mode
-    core, stdout = abort_core(tmp_path, args=[], script=SCRIPT, timeout=TIMEOUT)
+    # auto mode this time (python3 -m ovf --on-nan abort): the same frames as explicit mode,
+    # and the eager replay's verdict on the compiler, in the run's report and in the core
+    core, stdout = abort_core(tmp_path, args=["--compiler-fault"], script=SCRIPT, timeout=TIMEOUT)
     assert stdout.count(UNSEEN) == 1 and f"\n\n\n\n{NOTE}" in stdout, stdout
-    # no replay of compiled code: the eager forward is not what made the value
-    assert (
-        f"{NOTE}ovf: not replayed: the value was made inside a torch.compile'd graph, whose"
-        " fused kernels an eager replay would not run\n" in stdout
-    ), stdout
+    assert re.search(re.escape(NOTE) + "ovf: " + COMPILER.pattern, stdout), stdout
     cut = debugger.cut()
     out = debugger.run(["ovf status", cut, "ovf frames", cut], core=core)
     status, frames, _ = out.split(CUT_MARK)
     _says_it_once(status, frames)
+    assert re.search("\n  replay: " + COMPILER.pattern, status), status
 
 
 def test_break_on_nan_stops_inside_a_compiled_graph_with_the_eager_name(debugger):
@@ -70,6 +77,18 @@ def test_break_on_nan_stops_inside_a_compiled_graph_with_the_eager_name(debugger
     )
     assert stop_summary(out) == ("first non-finite value (inf)", 2, "1", "Square")
     assert re.search(r"^ovf: \d+ of \d+ frames listed ran in torch.compile'd graphs: ", out, re.M)
+    # the eager replay makes the same inf: Square's own math, named as eager --ops names it
+    assert re.search(
+        r"\n     replay: replayed the forward of Sequential eagerly \(torch\.compile set aside\),"
+        r" its ops observed \(\d+\.\d\d s\): eager makes the same value: the model's own math,"
+        r" not the compiler\n"
+        r"       produced by aten::mul in 1 at compiled\.py:\d+ in forward\n"
+        r"       why: aten::mul overflow: results exceed float32's max 3\.40e\+38 \(largest input"
+        r" abs max 1\.50e\+20\)\n"
+        r"       verdict: finite in float64 \(abs max 2\.24e\+40\): float32's range or precision"
+        r" here\n",
+        out,
+    ), out
     assert "_orig_mod" not in out and "OptimizedModule" not in out, out
 
 

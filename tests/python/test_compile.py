@@ -5,11 +5,12 @@ ovf changes no number the compiled model computes. Each case runs in a child pro
 (Dynamo's caches and the custom operators are per process)."""
 
 import os
+import re
 import subprocess
 import textwrap
 
 import pytest
-from build_paths import PACKAGE_PARENT, PYTHON
+from build_paths import PACKAGE_PARENT, PYTHON, REPO
 
 MODEL = """
 import torch, ovf
@@ -30,8 +31,8 @@ bad[0, 0] = float("inf")
 """
 
 
-def run(body):
-    env = {
+def _env():
+    return {
         "PATH": "/usr/bin:/bin",
         "HOME": os.environ.get("HOME", "/tmp"),
         "LANG": "C.UTF-8",
@@ -39,12 +40,15 @@ def run(body):
         "OMP_NUM_THREADS": "1",
         "OPENBLAS_NUM_THREADS": "1",
     }
+
+
+def run(body):
     return subprocess.run(
         [PYTHON, "-c", MODEL + textwrap.dedent(body)],
         capture_output=True,
         text=True,
         timeout=600,
-        env=env,
+        env=_env(),
     )
 
 
@@ -170,3 +174,77 @@ def test_ovf_changes_no_number_of_the_compiled_model():
     )
     assert p.returncode == 0, p.stderr
     assert "identical True" in p.stdout
+
+
+COMPILED_SCRIPT = os.path.join(REPO, "tests", "e2e", "scripts", "compiled.py")
+REPLAYED = (
+    r"ovf: replayed the forward of Sequential eagerly \(torch\.compile set aside\), its ops"
+    r" observed \(\d+\.\d\d s\): "
+)
+
+
+def run_compiled(*args):
+    """compiled.py under python3 -m ovf (auto mode: the replay armed) with `args`; --on-nan
+    warn lets it run on past the event, its compiled steps after it included."""
+    ovf_args = [a for a in args if a == "--no-replay"]
+    script_args = [a for a in args if a != "--no-replay"]
+    return subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "ovf",
+            "--on-nan",
+            "warn",
+            *ovf_args,
+            COMPILED_SCRIPT,
+            "--steps",
+            "4",
+            *script_args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_env(),
+    )
+
+
+def test_is_it_the_compiler_eager_makes_the_same_value_the_models_own_math():
+    # Square makes inf of 1e20-scaled inputs, compiled or not: the eager replay names its op
+    p = run_compiled()
+    out = p.stdout + p.stderr
+    assert p.returncode == 1, out
+    assert re.search(
+        "^" + REPLAYED + "eager makes the same value: the model's own math, not the compiler\n"
+        r"ovf: the first non-finite value was produced by aten::mul in 1 at compiled\.py:\d+ in"
+        r" forward \(batch 2\)\n"
+        r"ovf: why: aten::mul overflow: results exceed float32's max 3\.40e\+38 \(largest input"
+        r" abs max 1\.50e\+20\)\n",
+        out,
+        re.M,
+    ), out
+    assert "graph breaks 0, graphs 1\n" in p.stdout, p.stdout  # the wrapper's holding breaks none
+
+
+def test_is_it_the_compiler_eager_is_finite_the_compiled_code_differs():
+    # the test lowering: Inductor's softplus overflows where eager's returns x
+    p = run_compiled("--compiler-fault")
+    out = p.stdout + p.stderr
+    assert p.returncode == 1, out
+    assert re.search(
+        "^" + REPLAYED + r"eager is finite here: the compiled code differs \(Inductor\): 1"
+        r" \(Softplus\) outputs 14 \+inf compiled, none eagerly \(abs max 1\.50e\+03\)\n",
+        out,
+        re.M,
+    ), out
+    assert "produced by" not in out, out  # eager made no op's value to name
+    # Nothing of the replay stays: the steps after it ran compiled as before (their inf and
+    # nan are the test lowering's), no graph added or broken, as without the replay.
+    plain = run_compiled("--compiler-fault", "--no-replay")
+    assert plain.returncode == 1, plain.stdout + plain.stderr
+    steps = _steps_and_graphs(p.stdout)
+    assert steps == _steps_and_graphs(plain.stdout)
+    assert steps[-2:] == ["step 3 out nan", "graph breaks 0, graphs 1"], steps
+
+
+def _steps_and_graphs(stdout):
+    return [line for line in stdout.splitlines() if line.startswith(("step ", "graph "))]

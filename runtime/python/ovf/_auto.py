@@ -24,12 +24,11 @@ def _wrapped_model(module):
     the program's own: the model's modules keep the names they have without it (no
     `_orig_mod.`, no `module.`), as the reference names them given the model."""
     if type(module).__name__ == "OptimizedModule":
-        inner = getattr(module, "_orig_mod", None)
-    elif isinstance(module, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
+        return _held_step.compiled_model(module)
+    if isinstance(module, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
         inner = getattr(module, "module", None)
-    else:
-        return None
-    return inner if isinstance(inner, torch.nn.Module) else None
+        return inner if isinstance(inner, torch.nn.Module) else None
+    return None
 
 
 def discover(module, becomes_batch_root=None):
@@ -39,9 +38,11 @@ def discover(module, becomes_batch_root=None):
     inner = _wrapped_model(module)
     if inner is not None:
         # The wrapper stays unwatched (the pre-hook asks again at each call): name its
-        # model once, then nothing.
+        # model once; torch.compile's wrapper of the batch root holds its steps.
         if not _ovf.is_watched(inner):
             discover(inner, becomes_batch_root)
+        if inner is _batch_root and _holds_steps() and _held_step.compiled_model(module):
+            _held_step.attach(module)
         return
     named = list(module.named_modules())
     size = (_trains(module), len(named))
@@ -55,8 +56,13 @@ def discover(module, becomes_batch_root=None):
     _root_sizes[module] = size
     if becomes_batch_root:
         _batch_root = module
-        if _dump_batch.enabled() or _replay.armed():
+        if _holds_steps():
             _held_step.attach(module)
+
+
+def _holds_steps():
+    """Whether the batch root's forwards are held: for the replay or a batch dump."""
+    return _dump_batch.enabled() or _replay.armed()
 
 
 def _trains(module):

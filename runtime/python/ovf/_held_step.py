@@ -21,10 +21,15 @@ _hooks = weakref.WeakKeyDictionary()  # batch root -> its two hooks' handles
 
 
 class Held:
-    """What the batch root's forward started with, by reference."""
+    """What the batch root's forward started with, by reference. `called`: the module
+    whose call it is, the batch root or torch.compile's wrapper of it (`compiled`):
+    module() is the model itself either way, which a replay runs eagerly."""
 
-    def __init__(self, module, args, kwargs):
+    def __init__(self, called, args, kwargs):
+        module = compiled_model(called) or called
         self.module = weakref.ref(module)
+        self.called = weakref.ref(called)
+        self.compiled = module is not called
         self.batch = _ovf.batch()
         self.args, self.kwargs = args, kwargs
         self.training = module.training
@@ -47,6 +52,12 @@ class Held:
 
     def _keep(self, path, gradient):
         self.output_grads[path] = gradient
+
+    def holds(self, seq, batch):
+        """Whether the forward is running the record `seq` of batch `batch` makes. (A
+        compiled model's batch begins inside its graph, after its wrapper's pre-hook:
+        the records after its start are its own.)"""
+        return self.running and (self.batch == batch or (self.compiled and self.start_seq <= seq))
 
     def inputs(self):
         """[(path, tensor)] of the forward's tensor inputs, named as its frame names
@@ -81,8 +92,18 @@ def latest():
     return _latest
 
 
+def compiled_model(module):
+    """The model torch.compile's wrapper (OptimizedModule) runs, or None."""
+    if type(module).__name__ != "OptimizedModule":
+        return None
+    inner = getattr(module, "_orig_mod", None)
+    return inner if isinstance(inner, torch.nn.Module) else None
+
+
 def attach(module):
-    """`module` is the batch root: its forwards are held."""
+    """`module` is the batch root, or torch.compile's wrapper of it: its forwards are
+    held (a compiled model's own hooks run inside its graph, where they hold nothing;
+    the wrapper's run eagerly, around it)."""
     if module in _hooks:
         return
     _hooks[module] = (
@@ -107,7 +128,7 @@ def detach_unless_wanted():
 def _start(module, args, kwargs):
     global _latest, _forwards_since_step
     # Traced by torch.compile (a compiled model's hooks are): nothing, so no graph break;
-    # a compiled step is not held (the replay says why it does not run there).
+    # a compiled step is held by its wrapper's hooks instead (attach).
     if torch.compiler.is_compiling() or _ovf.replaying():
         return
     # A NaN of the previous step's backward, with no optimizer step since (gradient
@@ -126,8 +147,10 @@ def _start(module, args, kwargs):
 def _end(module, args, kwargs, output):
     if torch.compiler.is_compiling() or _ovf.replaying():
         return
-    if _latest is not None and _latest.module() is module:
+    if _latest is not None and _latest.called() is module:
         _latest.running = False
+        if _latest.compiled:
+            _latest.batch = _ovf.batch()  # the one its graph began
         if _capture_on():
             _latest.hold_output_gradients(output)
     _dump_batch.dump_if_due()

@@ -20,13 +20,17 @@ called after it), or one judged after that forward returned (fast device mode); 
 where the forward talks to other ranks (SyncBatchNorm, FSDP, DTensor): they would not
 join a replay's collectives, and it would wait for them forever; a collective the forward
 calls through torch.distributed's functions ends the replay where it is called.
+
+A step of a torch.compile'd model is held by its wrapper's hooks and replayed eagerly;
+at an event inside a compiled graph that replay answers whether the compiler made the
+value (_replay_compiled.py).
 """
 
 import time
 
 import torch
 
-from . import _held_step, _ovf, _replay_check, _replay_optimizer
+from . import _held_step, _ovf, _replay_check, _replay_compiled, _replay_optimizer
 
 _armed = False
 _pdb = False  # --on-nan pdb: the replay stops at the op's line in pdb (_replay_pdb.py)
@@ -65,16 +69,11 @@ def run(frame_seq, batch, compiled):
     stepping = _optimizer.checking()
     if stepping is not None:
         return _replay_optimizer.run(stepping, _parameter_names())
-    if compiled:
-        return (
-            "not replayed: the value was made inside a torch.compile'd graph, whose fused"
-            " kernels an eager replay would not run"
-        )
     held = _held_step.latest()
     module = held.module() if held is not None else None
     if module is None:
         return "not replayed: ovf held no forward of the model in this step"
-    if held.batch != batch or not held.running:
+    if not held.holds(frame_seq, batch):
         return (
             f"not replayed: the event came outside the forward of {type(module).__name__} in"
             f" batch {batch} (a module called after it, or judged after it returned); ovf"
@@ -97,20 +96,35 @@ def run(frame_seq, batch, compiled):
         return (
             f"not replayed: the step changed {', '.join(changed)} in place since its forward began"
         )
+    # A compiled model's step (or one of a compiled submodule) is replayed eagerly.
+    eager = compiled or held.compiled
+    if eager and not _replay_compiled.can_run_eagerly():
+        return (
+            "not replayed: the value was made in torch.compile'd code, and this torch has no"
+            " torch.compiler.set_stance (torch >= 2.6) to run it eagerly"
+        )
     started = time.perf_counter()
     calls = Calls()
-    error = forward_again(module, held, calls.pre, calls.post)
+    error = forward_again(module, held, calls.pre, calls.post, eager=eager)
     took = f"{time.perf_counter() - started:.2f} s"
     named = _ovf.replay_found()
     where = _replay_check.first_difference(module, held.start_seq, frame_seq, calls.outputs, named)
     left = where.startswith("at ")  # the first module whose statistics differ from the run's
     if named:
         global found
-        found = Found(module, _ovf.replay_producer(), calls.at_found(), _again(module, held))
+        found = Found(module, _ovf.replay_producer(), calls.at_found(), _again(module, held, eager))
         if _pdb:
             from . import _replay_pdb
 
             _replay_pdb.stop(found)
+    if compiled and error is None:
+        # the compiled graph's last bits differ from eager's: only NaN/Inf counts compare
+        only = _replay_check.first_nonfinite_only_in_run(
+            module, held.start_seq, frame_seq, calls.outputs
+        )
+        backend = _replay_compiled.backend_name(held.called())
+        return _replay_compiled.said(type(module).__name__, took, backend, named, only)
+    if named:
         said = f"replayed the forward of {type(module).__name__} with its ops observed ({took})"
         if left:
             said += f"; but it diverged from the run {where} before that op: {CAUSES}"
@@ -174,11 +188,12 @@ class InCall:
             self.leave()
 
 
-def forward_again(module, held, pre, post, backward=None):
+def forward_again(module, held, pre, post, backward=None, eager=False):
     """Runs the held forward with ops observed, `pre` and `post` global module hooks
     while it runs (they raise _ReplayDone to end it), then `backward(output)` if given,
     its ops observed too; returns what it raised ("Type: text") or None. The generators
-    and the buffers come back as they were."""
+    and the buffers come back as they were. `eager` (or a compiled model's step): its
+    torch.compile'd code runs eagerly."""
     kept = _Kept(module)
     hooks = [
         torch.nn.modules.module.register_module_forward_pre_hook(pre),
@@ -191,7 +206,9 @@ def forward_again(module, held, pre, post, backward=None):
             torch.cuda.set_rng_state_all(held.rng_cuda)
         _ovf.begin_replay(backward=backward is not None)
         with refused, torch.set_grad_enabled(held.grad_enabled):
-            output = module(*held.args, **held.kwargs)
+            output = _replay_compiled.call(
+                lambda: module(*held.args, **held.kwargs), eager or held.compiled
+            )
             if backward is not None:
                 backward(output)
     except _ReplayDone:
@@ -308,9 +325,9 @@ class Calls:
         return self.found if self.found is not None else self.counts
 
 
-def _again(module, held):
+def _again(module, held, eager):
     """The replay once more, for pdb: (pre, post) -> what forward_again returns."""
-    return lambda pre, post: forward_again(module, held, pre, post)
+    return lambda pre, post: forward_again(module, held, pre, post, eager=eager)
 
 
 class _Kept:

@@ -69,6 +69,22 @@ def first_difference(root, start_seq, event_seq, outputs, found):
     return ""
 
 
+def first_nonfinite_only_in_run(root, start_seq, event_seq, outputs):
+    """(module path, its class, the run's stats, the replay's) of the first module call whose output
+    held NaN/Inf in the run and none in the replay, or None (also where the run's records
+    are gone): the compiled run against its eager replay, whose last bits differ anyway."""
+    run = _run_outputs(_OwnRing(), start_seq, event_seq)
+    paths = {m: p for p, m in root.named_modules()}
+    for (name, ran), (module, again) in zip(run or [], outputs.calls, strict=False):
+        if ran is not None and again is not None and _nonfinite(ran) and not _nonfinite(again):
+            return name or paths.get(module) or "", type(module).__name__, ran, again
+    return None
+
+
+def _nonfinite(stats):
+    return stats["nan"] or stats["+inf"] or stats["-inf"]
+
+
 class _OwnRing:
     """This process's ring read in place with ctypes: header fields one at a time,
     records and names. Never the header whole: a copy of it in the heap, magic and all,
