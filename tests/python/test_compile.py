@@ -63,12 +63,17 @@ def test_no_graph_break_and_the_eager_names():
         print("breaks", plain.graph_break_count, watched.graph_break_count,
               "graphs", plain.graph_count, watched.graph_count)
         print("names", sorted(n for n in d.module_names.values()))
+        model[1] = torch.compile(model[1])
+        d = ovf.DebugUnderflowOverflow(model)
+        print("submodule", sorted(n for n in d.module_names.values()))
         """
     )
     assert p.returncode == 0, p.stderr
     assert "breaks 0 0 graphs 1 1" in p.stdout, p.stdout + p.stderr
     names = "['', '0', '0.act', '0.fc', '0.norm', '1', '1.act', '1.fc', '1.norm']"
     assert f"names {names}" in p.stdout
+    # a compiled submodule keeps its eager name too (no `_orig_mod`, no wrapper of its own)
+    assert f"submodule {names}" in p.stdout
 
 
 def test_auto_mode_with_the_replay_armed_breaks_no_graph():

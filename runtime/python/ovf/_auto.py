@@ -44,7 +44,7 @@ def discover(module, becomes_batch_root=None):
         if inner is _batch_root and _holds_steps() and _held_step.compiled_model(module):
             _held_step.attach(module)
         return
-    named = list(module.named_modules())
+    named = list(_hooks.eager_named_modules(module))
     size = (_trains(module), len(named))
     if becomes_batch_root is None:
         becomes_batch_root = _batch_root is None or size > _root_sizes.get(_batch_root, (False, 0))

@@ -105,7 +105,7 @@ class DebugUnderflowOverflow:
             model = model._orig_mod
         # for shared modules only the first name is kept, as in the reference
         self.module_names = {}
-        for name, module in model.named_modules():
+        for name, module in _hooks.eager_named_modules(model):
             self.module_names.setdefault(module, name)
         from . import _auto
 

@@ -125,6 +125,14 @@ def watch(module, name, is_root, step_root=False):
     _compile.key_of(module)
 
 
+def eager_named_modules(model):
+    """model.named_modules() as eager code names them: torch.compile's wrappers of
+    submodules (OptimizedModule) left out, and their `_orig_mod` out of the paths."""
+    for name, module in model.named_modules():
+        if type(module).__name__ != "OptimizedModule":
+            yield ".".join(part for part in name.split(".") if part != "_orig_mod"), module
+
+
 def encoded(name):
     """A module path as the runtime stores it: UTF-8 bytes, a lone surrogate (a
     legal Python str) kept by surrogateescape; printing escapes what is not text."""

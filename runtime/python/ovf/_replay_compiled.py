@@ -42,8 +42,10 @@ def call(function, eager):
 
 
 def backend_name(called):
-    """The backend that compiled `called` (torch.compile's wrapper), in words."""
-    found = getattr(getattr(called, "dynamo_ctx", None), "callback", None)
+    """The backend that compiled `called` (torch.compile's wrapper) or its first compiled
+    submodule, in words."""
+    wrapper = next((m for m in called.modules() if type(m).__name__ == "OptimizedModule"), None)
+    found = getattr(getattr(wrapper, "dynamo_ctx", None), "callback", None)
     for _ in range(4):  # the backend sits under a wrapper or two (torch 2.6, 2.14)
         if found is None:
             break
