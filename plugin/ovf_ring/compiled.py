@@ -13,7 +13,7 @@ from .frames import walk_back
 # report.cpp: kCompiledUnseen
 UNSEEN = (
     "module frames are recorded there; the ATen ops Inductor fuses into its kernels are not "
-    "seen (--ops names eager ops only)"
+    "seen without --ops (its checks enter the graphs)"
 )
 
 

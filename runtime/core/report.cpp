@@ -342,7 +342,7 @@ std::string format_detection_report(uint64_t batch_number, uint64_t floor_seq, u
 
 const char* const kCompiledUnseen =
     "module frames are recorded there; the ATen ops Inductor fuses into its kernels are not "
-    "seen (--ops names eager ops only)";
+    "seen without --ops (its checks enter the graphs)";
 
 std::string compiled_note(const std::vector<const ovf_record*>& records, uint32_t frames) {
   uint32_t compiled = 0;

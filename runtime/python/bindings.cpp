@@ -17,6 +17,8 @@
 #include "op_observer.h"
 #include "py_hooks.h"
 #include "py_replay.h"
+#include "py_response.h"
+#include "py_snapshot.h"
 #include "report.h"
 #include "response.h"
 #include "ring_writer.h"
@@ -173,6 +175,11 @@ PYBIND11_MODULE(_ovf, m) {
         "Forward pre-hook: names new modules (auto mode), tracks the module stack.");
   m.def("watch_module", &ovf::watch_module, py::arg("module"), py::arg("name"), py::arg("is_root"),
         py::arg("step_root") = false);
+  m.def("watched_name", &ovf::watched_name, py::arg("module"));
+  m.def("set_op_site", py::overload_cast<py::handle, const std::string&>(&ovf::set_op_site),
+        py::arg("module_name"), py::arg("location"),
+        "The module and line the next ops on this thread are named by (a compiled graph's "
+        "node run again eagerly); None and \"\" go back to the module stack's and Python's.");
   m.def(
       "set_step_end",
       [](uint32_t rule) {
@@ -201,6 +208,11 @@ PYBIND11_MODULE(_ovf, m) {
       "stepped (False): while they are pending, the line that began the step calling its model "
       "again with gradients on begins the next one.");
   m.def("deliver_pending_raise", &ovf::deliver_pending_raise);
+  m.def("set_generated_code_dir", &ovf::set_generated_code_dir, py::arg("dir"),
+        "Inductor's cache directory: its generated code's frames are not the program's.");
+  m.def("hold_op_raises", &ovf::hold_op_raises, py::arg("held"),
+        "While held, a raise decided at an op waits for deliver_pending_raise (or the next "
+        "hook) instead of reaching the thread asynchronously.");
   m.def(
       "record_batch_samples",
       [](uint64_t loader, const std::string& dataset, const std::vector<int64_t>& indices,

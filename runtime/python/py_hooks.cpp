@@ -294,6 +294,17 @@ void watch_module(py::handle module, const std::string& name, bool is_root, bool
   });
 }
 
+void set_op_site(py::handle module_name, const std::string& location) {
+  ovf::set_op_site(module_name.is_none() ? OVF_NO_ID : intern(module_name.cast<std::string>()),
+                   location.empty() ? OVF_NO_ID : intern(location));
+}
+
+py::object watched_name(py::handle module) {
+  const auto it = modules().find(module.ptr());
+  if (it == modules().end()) return py::none();
+  return py::str(std::string(interned(it->second.name_id)));
+}
+
 void flush_op_groups_unlocked() {
   py::gil_scoped_release release;
   flush_op_groups();
@@ -340,8 +351,8 @@ int flush_device_frames() {
     try {
       {
         struct Flushing {  // reset however the flush ends (Ctrl-C in a wait)
-          Flushing() { set_flushing(true); }
-          ~Flushing() { set_flushing(false); }
+          Flushing() { hold_op_raises(true); }
+          ~Flushing() { hold_op_raises(false); }
         } flushing;
         flush_op_groups_unlocked();
       }

@@ -39,6 +39,15 @@ void compiled_forward_hook(pybind11::handle module, pybind11::handle args, pybin
 void set_event_condition(pybind11::object condition);
 
 void watch_module(pybind11::handle module, const std::string& name, bool is_root, bool step_root);
+
+// The module (its name as ovf names it, or None) and program line ("model.py:25 in
+// forward", or "") that the ops run next on this thread are named by: a compiled
+// graph's node run again eagerly (op_observer.h's set_op_site). None and "" go back
+// to the usual.
+void set_op_site(pybind11::handle module_name, const std::string& location);
+
+// The name ovf gave a watched module, or None.
+pybind11::object watched_name(pybind11::handle module);
 bool is_watched(pybind11::handle module);
 
 // Wait mode gives up waiting for a debugger after this many seconds (0: never).

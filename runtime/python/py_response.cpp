@@ -103,10 +103,11 @@ static bool raise_asynchronously(PyObject* type) {
 // cannot throw: a raise reaches the program as an asynchronous exception of
 // NonFiniteError (a bare one carries the reference's message) right after the op,
 // or at the next hook on a thread that runs no Python.
-// Set while the session's end judges what waited (flush_device_frames): a
-// raise decided there stays pending, for the exit status, not raised into
-// the exit handler.
-static bool g_flushing = false;
+// Set while a raise decided at an op must stay pending (hold_op_raises): while the
+// session's end judges what waited (flush_device_frames), for the exit status, not
+// raised into the exit handler; while a compiled graph's nodes run again
+// (_compile_ops.py), raised by the check itself when they are done.
+static bool g_raises_held = false;
 
 void on_op_event(const ovf_record& record, uint32_t events) {
   const bool python_thread = PyGILState_GetThisThreadState() != nullptr;
@@ -123,7 +124,7 @@ void on_op_event(const ovf_record& record, uint32_t events) {
       if (python_thread) raise_asynchronously(PyExc_KeyboardInterrupt);
     }
     uint64_t batch = 0;
-    if (python_thread && !g_flushing && Monitor::instance().take_pending_raise(&batch) &&
+    if (python_thread && !g_raises_held && Monitor::instance().take_pending_raise(&batch) &&
         !raise_asynchronously(g_nonfinite_error->ptr())) {
       PyErr_SetString(PyExc_RuntimeError, "ovf: the raise could not be delivered");
       throw py::error_already_set();
@@ -143,6 +144,6 @@ PyObject* nonfinite_error_class() { return g_nonfinite_error->ptr(); }
 
 void set_wait_timeout(double seconds) { g_wait_timeout_s = seconds > 0 ? seconds : 0; }
 
-void set_flushing(bool flushing) { g_flushing = flushing; }
+void hold_op_raises(bool held) { g_raises_held = held; }
 
 }  // namespace ovf

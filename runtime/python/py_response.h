@@ -28,9 +28,10 @@ void raise_pending();
 // The op observer's handler in Python programs (set_op_event_handler).
 void on_op_event(const ovf_record& record, uint32_t events);
 
-// While the session's end judges what waited, a raise decided there stays
-// pending (the exit status), not raised into the exit handler.
-void set_flushing(bool flushing);
+// While held, a raise decided at an op stays pending (for the next hook, or the
+// exit status) instead of reaching the thread asynchronously: the session's end
+// judging what waited, a compiled graph's nodes run again (then raised at once).
+void hold_op_raises(bool held);
 
 }  // namespace ovf
 

@@ -25,7 +25,7 @@ namespace {
 // library (its decorators' wrappers: warnings.deprecated, functools, contextlib) but
 // the packages installed under it, and typing_extensions (torch 2.14 marks
 // dist.reduce_scatter_tensor deprecated with it). Set once.
-std::string g_torch_dir, g_ovf_dir, g_stdlib_dir, g_typing_extensions_file;
+std::string g_torch_dir, g_ovf_dir, g_stdlib_dir, g_typing_extensions_file, g_generated_dir;
 
 bool starts_with(const std::string& s, const std::string& prefix) {
   return !prefix.empty() && s.compare(0, prefix.size(), prefix) == 0;
@@ -37,6 +37,7 @@ bool is_user_file(const std::string& file) {
                       !starts_with(file, g_stdlib_dir + "site-packages/") &&
                       !starts_with(file, g_stdlib_dir + "dist-packages/");
   return !stdlib && !starts_with(file, g_torch_dir) && !starts_with(file, g_ovf_dir) &&
+         !(!g_generated_dir.empty() && starts_with(file, g_generated_dir)) &&
          !starts_with(file, "<frozen") && file != g_typing_extensions_file;
 }
 
@@ -269,6 +270,10 @@ uint32_t python_location() {
   PyErr_Clear();
   PyGILState_Release(gil);
   return id;
+}
+
+void set_generated_code_dir(const std::string& dir) {
+  g_generated_dir = dir.empty() || dir.back() == '/' ? dir : dir + "/";
 }
 
 void install_python_snapshot() {

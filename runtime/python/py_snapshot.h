@@ -6,6 +6,7 @@
 #define OVF_PY_SNAPSHOT_H
 
 #include <cstdint>
+#include <string>
 
 typedef struct _object PyObject;  // Python.h's own declaration
 
@@ -18,6 +19,10 @@ void install_python_snapshot();
 // PyFrameObject*) outwards, its locals shown whoever's code it runs: a debugger's
 // step stop in the replayed step (the stepping's own frames above it are left out).
 void snapshot_frame(PyObject* frame, uint64_t event_seq);
+
+// Where torch.compile writes the code it generates (Inductor's cache directory): its
+// frames are not the program's own (a location names the line of the program instead).
+void set_generated_code_dir(const std::string& dir);
 
 // The program's own innermost frame on this thread, "file.py:LINE in function",
 // interned (OVF_NO_ID where none): where an op ran, or where a model was called.

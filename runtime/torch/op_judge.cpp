@@ -244,8 +244,10 @@ void judge_op(EndedOp& e, EndedOp* parent) {
     if (role == OVF_FLAG_PRODUCER && !e.expecting) r.verdict_id = op_verdict(e, line, s);
     r.location_id = e.has_node ? e.node.location_id : e.location_id;
     // A replay's producer names its line now: no event snapshot is taken for it.
+    // Nor is the snapshot's line the program's for a compiled graph's node (its
+    // given site is).
     if (role == OVF_FLAG_PRODUCER && r.location_id == OVF_NO_ID && !e.backward &&
-        Monitor::instance().replaying()) {
+        (Monitor::instance().replaying() || op_site_given())) {
       r.location_id = program_location();
     }
     set_rows(r, rows);

@@ -61,6 +61,11 @@ thread_local std::vector<PendingOp> t_pending;  // entries [0, t_depth) are live
 thread_local size_t t_depth = 0;
 thread_local int t_in_collective = 0;  // collectives running on this thread (nested ops are theirs)
 thread_local std::vector<BackwardNode> t_backward;
+thread_local int t_in_compiled = 0;  // torch.compile'd regions running on this thread
+// set_op_site's: a compiled graph's node whose ops run again eagerly
+thread_local uint32_t t_site_module = OVF_NO_ID;
+thread_local uint32_t t_site_location = OVF_NO_ID;
+thread_local bool t_site_given = false;
 
 std::mutex g_register_mutex;
 at::CallbackHandle g_handle = 0;
@@ -136,7 +141,7 @@ bool in_backward() {
 // module, which its parameters may have refined), refined again by the first
 // input that is a watched parameter of a module inside it.
 uint32_t op_context(const at::RecordFunction& fn) {
-  uint32_t context = innermost_module();
+  uint32_t context = t_site_module != OVF_NO_ID ? t_site_module : innermost_module();
   if (t_depth > 0) {
     const uint32_t enclosing = t_pending[t_depth - 1].context;
     if (enclosing != OVF_NO_ID && module_within(enclosing, context)) context = enclosing;
@@ -190,6 +195,25 @@ bool is_compiled_region(const at::RecordFunction& fn) {
          std::strncmp(fn.name(), "CompiledFunction", 16) == 0;
 }
 
+// Records of torch.compile's machinery, not ops: a compiled region, Dynamo's look-up of
+// its compiled code.
+bool is_compiler_scope(const at::RecordFunction& fn) {
+  return is_compiled_region(fn) || std::strncmp(fn.name(), "TorchDynamo Cache Lookup", 24) == 0;
+}
+
+// Inside a compiled region the ops that run are the compiled code's own (Inductor's
+// extern kernels writing its buffers, from lines of generated code): not observed.
+// ovf sees into compiled graphs through their node checks instead (_compile_ops.py),
+// whose eager runs of a graph's nodes are observed, as a replay's ops are.
+bool in_compiled_code() {
+  return t_in_compiled > 0 && !op_site_given() && !Monitor::instance().replaying();
+}
+
+// ovf's own custom ops (_compile.py's module hooks and node checks inside compiled
+// graphs): not ops of the program. The ops a node check runs again are then the
+// outermost, judged as each ends.
+bool is_ovf_op(const at::RecordFunction& fn) { return std::strncmp(fn.name(), "ovf::", 5) == 0; }
+
 bool is_collective(const at::RecordFunction& fn) {
   return std::strncmp(fn.name(), "c10d::", 6) == 0;
 }
@@ -203,8 +227,14 @@ bool is_transport_work(const at::RecordFunction& fn) {
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  if (rerunning()) return nullptr;
-  if (is_compiled_region(fn)) forget_known_finite();
+  if (rerunning() || is_ovf_op(fn)) return nullptr;
+  if (is_compiler_scope(fn)) {
+    if (is_compiled_region(fn)) {
+      forget_known_finite();  // its kernels write without ops
+      ++t_in_compiled;
+    }
+    return nullptr;
+  }
   if (fn.scope() == at::RecordScope::USER_SCOPE) {
     if (is_transport_work(fn)) ++t_in_collective;
     return nullptr;
@@ -217,8 +247,9 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   }
   // The ops a collective runs on this thread (Gloo's copies into its output) are
   // the collective's own: not watched, or a copy out of its buffer would pass for
-  // a value of their making (or a constant, from a buffer made by zeros).
-  if (t_in_collective > 0) {
+  // a value of their making (or a constant, from a buffer made by zeros). So are
+  // compiled code's.
+  if (t_in_collective > 0 || in_compiled_code()) {
     note_writes(fn);
     return nullptr;
   }
@@ -311,6 +342,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
 }  // namespace
 
 uint32_t program_location() {
+  if (t_site_location != OVF_NO_ID) return t_site_location;
   const LocationProvider provider = g_location_provider.load(std::memory_order_acquire);
   return provider != nullptr ? provider() : OVF_NO_ID;
 }
@@ -318,7 +350,11 @@ uint32_t program_location() {
 namespace {
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
-  if (rerunning()) return;
+  if (rerunning() || is_ovf_op(fn)) return;
+  if (is_compiler_scope(fn)) {
+    if (is_compiled_region(fn) && t_in_compiled > 0) --t_in_compiled;
+    return;
+  }
   if (fn.scope() == at::RecordScope::USER_SCOPE) {
     if (is_transport_work(fn) && t_in_collective > 0) --t_in_collective;
     return;
@@ -375,6 +411,14 @@ void set_location_provider(LocationProvider provider) {
   using op_detail::g_location_provider;
   g_location_provider.store(provider, std::memory_order_release);
 }
+
+void set_op_site(uint32_t module_id, uint32_t location_id) {
+  op_detail::t_site_module = module_id;
+  op_detail::t_site_location = location_id;
+  op_detail::t_site_given = module_id != OVF_NO_ID || location_id != OVF_NO_ID;
+}
+
+bool op_site_given() { return op_detail::t_site_given; }
 
 void sync_op_observer() {
   using namespace op_detail;  // NOLINT(google-build-using-namespace): its callbacks and state

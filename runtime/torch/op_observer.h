@@ -30,6 +30,13 @@ void set_op_event_handler(OpEventHandler handler);
 using LocationProvider = uint32_t (*)();
 void set_location_provider(LocationProvider provider);
 
+// Ops that run for a node of a torch.compile'd graph (_compile_ops.py runs a graph's
+// nodes again eagerly where they made a NaN/Inf): their module and program line are
+// the node's, given here, not the module stack's and the Python frame's (which are
+// the compiled code's). OVF_NO_ID for both: back to those. This thread only.
+void set_op_site(uint32_t module_id, uint32_t location_id);
+bool op_site_given();
+
 }  // namespace ovf
 
 #endif  // OVF_OP_OBSERVER_H

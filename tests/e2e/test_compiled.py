@@ -11,7 +11,7 @@ from harness import CUT_MARK, PACKAGE_PARENT, PYTHON, TOP, abort_core, clean_env
 SCRIPT = os.path.join(TOP, "tests", "e2e", "scripts", "compiled.py")
 UNSEEN = (
     "module frames are recorded there; the ATen ops Inductor fuses into its kernels are not "
-    "seen (--ops names eager ops only)"
+    "seen without --ops (its checks enter the graphs)"
 )
 # Batch 0 eager, batch 1 compiled (4 frames each: 0, 1, 2 and the root), batch 2 compiled up
 # to Square's inf in frame "1".
@@ -102,3 +102,28 @@ def test_an_eager_run_says_nothing_of_compiled_code(debugger):
     )
     assert "                  1 Square\n" in out and "inf output" in out, out
     assert "torch.compile" not in out and "Inductor" not in out, out
+
+
+def test_break_on_nan_ops_stops_at_the_op_inside_a_compiled_graph(debugger):
+    # --ops inside the graph (_compile_ops.py): the stop comes at Square's x * x, named as
+    # an eager --ops stop names it, with its line and why; py-bt shows the script's lines
+    out = debugger.run(
+        ["ovf break-on-nan --ops", "run", "ovf py-bt", debugger.cut(), "kill"],
+        program=[PYTHON, SCRIPT],
+        timeout=TIMEOUT,
+        env=clean_env(PYTHONPATH=PACKAGE_PARENT),
+    )
+    assert debugger.hits(out) == 1, out
+    assert (
+        "\novf: first non-finite value (inf) at batch 2, op aten::mul in 1, produced here\n"
+        "     at compiled.py:25 in forward\n" in out
+    ), out
+    assert (
+        "\n     why: aten::mul overflow: results exceed float32's max 3.40e+38 (largest input"
+        " abs max 1.50e+20)\n" in out
+    ), out
+    # the program's own frame is the script's, not the code Inductor generated
+    assert re.search(
+        r'^  File ".*compiled\.py", line \d+, in main    <- the program\'s code', out, re.M
+    ), out
+    assert "torchinductor" not in out.split("<- the program's code")[0].splitlines()[-1], out

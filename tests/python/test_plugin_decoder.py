@@ -81,7 +81,7 @@ def test_listing_is_the_reference_format():
 
 UNSEEN = (
     "module frames are recorded there; the ATen ops Inductor fuses into its kernels are not "
-    "seen (--ops names eager ops only)"
+    "seen without --ops (its checks enter the graphs)"
 )
 
 

@@ -28,6 +28,7 @@ OPTION_OF = {
     "OVF_EVENT_DIR": "--event-dir",
     "OVF_DUMP_BATCH": "--dump-batch",
     "OVF_REPLAY": "--no-replay",
+    "OVF_COMPILED_OPS": "--compiled-ops",
 }
 # What --stop may name: the kinds of value that stop the run.
 STOP_KINDS = ("nan", "inf")
@@ -124,6 +125,15 @@ def _parser():
         "--ops",
         action="store_true",
         help="also check every ATen op's outputs: names the op (and line) that produced the NaN",
+    )
+    p.add_argument(
+        "--compiled-ops",
+        choices=("kept", "every"),
+        default=None,
+        help=(
+            "with --ops, inside torch.compile'd graphs: check the outputs Inductor keeps anyway "
+            "(kept, the default: fusion stays) or every node's (every: exact, nothing fuses)"
+        ),
     )
     p.add_argument(
         "--headroom",
@@ -290,6 +300,8 @@ def main(argv=None):
     _keep_session_options(env, _typed_options(parser, argv, args))
     if args.ring_capacity is not None:
         env["OVF_RING_CAPACITY"] = str(args.ring_capacity)
+    if args.compiled_ops is not None:
+        env["OVF_COMPILED_OPS"] = args.compiled_ops
     if args.scaler_skips is not None:
         env["OVF_SCALER_SKIPS"] = str(args.scaler_skips)
     if args.scale_floor is not None:

@@ -10,7 +10,8 @@ calls the pybind11 hooks directly: nothing changes there.
 
 What ovf sees inside a compiled region: every hooked module's frame (weights, tensor
 inputs, outputs), at the point the graph computes it. What it does not see: the ATen
-ops Inductor fuses into its own kernels (--ops names eager ops only); keyword
+ops Inductor fuses into its own kernels, unless --ops puts its checks into the graphs
+(_compile_ops.py); keyword
 arguments of a compiled module (its positional tensor inputs are recorded); an
 output's structure (a dict or tuple of tensors is recorded as output[0], output[1],
 ...). It says so once, when the first compiled frame runs; the frames' records carry
@@ -43,6 +44,12 @@ def key_of(module):
     return key
 
 
+def module_or_none(key):
+    """The module of `key`, or None (no key, or the module is gone)."""
+    module = _modules[key]() if key is not None and 0 <= key < len(_modules) else None
+    return module
+
+
 def _module(key):
     module = _modules[key]() if 0 <= key < len(_modules) else None
     if module is None:
@@ -56,7 +63,8 @@ def _say_once():
         _warned = True
         print(
             "ovf: torch.compile: module frames inside compiled graphs are recorded; the ATen "
-            "ops Inductor fuses into its kernels are not seen (--ops names eager ops only)",
+            "ops Inductor fuses into its kernels are not seen without --ops (its checks enter the"
+            " graphs)",
             file=sys.stderr,
             flush=True,
         )
@@ -92,6 +100,9 @@ def _register():
 
     for op in (torch.ops.ovf.module_enter.default, torch.ops.ovf.module_frame.default):
         _register_effectful_op(op, _EffectType.ORDERED)
+    from . import _compile_ops
+
+    _compile_ops.register()  # --ops inside the graphs
     # An inference graph (torch.no_grad) sinks the effect tokens instead of returning
     # them, and dead-code elimination then drops every with_effects call, ovf's ops
     # with them (torch 2.6): the calls are side effects of their own.

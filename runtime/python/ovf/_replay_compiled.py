@@ -16,7 +16,7 @@ the step began with, with every ATen op observed, and says which of two it is:
 
 What it cannot tell apart: random ops (a compiled graph draws its dropout masks from its
 own generator, so an eager replay draws others) and the ops inside one module (the
-compiled graph's own ops are not observed: --ops names eager ops only).
+compiled graph's own ops are not observed here: --ops checks them, _compile_ops.py).
 """
 
 import torch

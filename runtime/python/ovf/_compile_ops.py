@@ -1,0 +1,334 @@
+"""--ops inside torch.compile'd graphs (issue 27, part 1): the op and line that made a
+NaN/Inf in compiled code, without a graph break and without a host synchronisation
+per kernel beyond the statistics of what is checked.
+
+Inductor lowers the post-grad ATen graph into its kernels; the ATen ops there run in
+fused code that no RecordFunction sees. With ops observed when a graph is compiled,
+a post-grad pass (Inductor's post_grad_custom_post_pass) puts a call of
+ovf::node_check after the nodes it checks, with the node's label (its ATen op, the
+module it runs in -- from the graph's own ovf::module_enter / module_frame calls, so
+eager names -- and the user's line from the node's recorded stack trace) and the
+tensors its values were computed from. At run time the check reads its outputs' one-pass
+statistics; where they hold NaN/Inf and what they were computed from does not, it runs
+those nodes again eagerly, each named by its own module and line
+(_ovf.set_op_site), with the op observer on: the first that makes the value is judged
+as an eager --ops run judges it (producer or carrier, why, float64 verdict), and the
+stop, the report and the raise come from there.
+
+Two granularities (OVF_COMPILED_OPS):
+- "kept" (the default): the outputs Inductor writes to memory anyway -- the graph's
+  outputs (returned or saved for the backward), module inputs and outputs (ovf's
+  frames hold them), and the outputs of the ops it runs as kernels of their own
+  (matrix products, convolutions, attention). The fused ops between them are run
+  again together, so the op and line named are still the one op's. Cheap: fusion
+  stays, and so do the compiled code's numbers.
+- "every": every node's output. Every output is written to memory, so nothing fuses
+  (slower), and a low-precision model's numbers may change: a fused float16 kernel
+  computes in float32 and rounds once; unfused, each op's output is rounded, as in
+  eager code.
+
+Not instrumented: backward graphs (their nodes are not named by a forward op here
+yet), random ops (a group with one is not run again: its draws would differ).
+Graphs compiled before ops were observed stay as they were.
+"""
+
+import os
+import re
+import sys
+import typing
+
+import torch
+
+from . import _ovf
+
+_labels = []  # label id -> _Check
+_STACK_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+# Ops Inductor runs as kernels of their own (extern calls), whose outputs it writes to
+# memory anyway: a check there costs no fusion (nor a rounding a fused kernel skips).
+_EXTERN = {
+    "mm",
+    "addmm",
+    "bmm",
+    "baddbmm",
+    "convolution",
+    "_convolution",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_cudnn_attention",
+}
+
+
+class _Check:
+    """What one ovf::node_check names and runs again: the checked node's outputs were
+    computed by `nodes` [(target, args, kwargs, name, module name, line)], in graph
+    order, from `frontier` (names of the tensors the check is handed)."""
+
+    def __init__(self, nodes, frontier, random):
+        self.nodes, self.frontier, self.random = nodes, frontier, random
+
+
+def granularity():
+    """OVF_COMPILED_OPS (python3 -m ovf --compiled-ops): "kept" or "every"."""
+    value = os.environ.get("OVF_COMPILED_OPS", "") or "kept"
+    if value not in ("kept", "every"):
+        global _said_bad
+        if not _said_bad:
+            _said_bad = True
+            print(
+                f"ovf: OVF_COMPILED_OPS={value!r} is neither 'kept' nor 'every': checking the"
+                " outputs Inductor keeps (kept)",
+                file=sys.stderr,
+                flush=True,
+            )
+        return "kept"
+    return value
+
+
+_said_bad = False
+
+
+def _ops_observed():
+    from ._options import OBSERVE_BITS
+
+    return bool(_ovf.control()["observe"] & OBSERVE_BITS["ops"])
+
+
+def _is_aten(node):
+    target = node.target
+    return (
+        node.op == "call_function"
+        and isinstance(target, torch._ops.OpOverload)
+        and (target.namespace in ("aten", "prims"))
+    )
+
+
+def _floating(value):
+    return isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
+
+
+def _outputs_of(node):
+    """The floating tensors a node makes, as graph nodes: itself, or its getitems."""
+    value = node.meta.get("val")
+    if _floating(value):
+        return [node]
+    if isinstance(value, (tuple, list)):
+        return (
+            [
+                u
+                for u in node.users
+                if getattr(u.target, "__name__", "") == "getitem" and _floating(u.meta.get("val"))
+            ]
+            if all(u.op == "call_function" for u in node.users)
+            else []
+        )
+    return []
+
+
+def _tensor_inputs(node):
+    found = []
+    torch.fx.node.map_arg((node.args, node.kwargs), lambda a: found.append(a))
+    return [a for a in found if isinstance(a.meta.get("val"), torch.Tensor)]
+
+
+def _user_line(stack_trace, skip):
+    """The innermost frame of a recorded stack trace outside torch and ovf, in the
+    runtime's words ("model.py:25 in forward"), or ""."""
+    for path, line, function in reversed(_STACK_FRAME.findall(stack_trace or "")):
+        if not any(path.startswith(d) for d in skip):
+            return f"{os.path.basename(path)}:{line} in {function}"
+    return ""
+
+
+def _package_dirs():
+    import ovf
+
+    return tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, ovf))
+
+
+def _module_path(node):
+    """The node's innermost module as a path from the compiled module (Dynamo's
+    nn_module_stack: "L['self'].blocks.0.attn", older "L['self']._modules['blocks']..."),
+    in eager words ("blocks.0.attn"); None where it has none."""
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return None
+    path = re.sub(r"^L\['[^']*'\]", "", str(list(stack.values())[-1][0]))
+    path = re.sub(r"\['([^']*)'\]|\[(\d+)\]", lambda m: "." + (m.group(1) or m.group(2)), path)
+    return ".".join(p for p in path.split(".") if p and p not in ("_modules", "_orig_mod"))
+
+
+def instrument(graph):
+    """The post-grad pass: checks after the nodes of a forward graph (see above)."""
+    if not _ops_observed() or any(
+        n.op == "placeholder" and n.name.startswith("tangents") for n in graph.nodes
+    ):
+        return
+    from . import _compile
+
+    skip = _package_dirs()
+    enter, frame = torch.ops.ovf.module_enter.default, torch.ops.ovf.module_frame.default
+    every = granularity() == "every"
+    nodes = list(graph.nodes)
+    returned = set()
+    framed = set()  # module inputs and outputs: ovf's frames hold them anyway
+    entered = []  # (module path in the graph, ovf's name of it) of each pre-hook's call
+    for n in nodes:
+        if n.op == "output":
+            torch.fx.node.map_arg(n.args, returned.add)
+        elif _is_effect(n, enter):
+            module = _compile.module_or_none(n.args[2])
+            name = _ovf.watched_name(module) if module is not None else None
+            entered.append((_module_path(n), name))
+        elif _is_effect(n, frame):
+            torch.fx.node.map_arg(n.args[3:], framed.add)
+    base = _compiled_module_name(entered)
+    checked = []
+    for n in nodes:
+        if not _is_aten(n) or n.target.is_view or not _tensor_inputs(n):
+            continue
+        outputs = _outputs_of(n)
+        if not outputs:
+            continue
+        kept = n.target.overloadpacket.__name__ in _EXTERN or any(
+            o in returned or o in framed for o in outputs
+        )
+        if every or kept:
+            checked.append((n, outputs))
+    checked_outputs = {o for _, outs in checked for o in outs}
+    for _, outputs in checked:
+        group, frontier = _group(outputs, checked_outputs)
+        steps = [
+            (
+                g.target,
+                g.args,
+                g.kwargs,
+                g.name,
+                _eager_name(base, _module_path(g)),
+                _user_line(g.meta.get("stack_trace"), skip) if _is_aten(g) else "",
+            )
+            for g in group
+        ]
+        random = any(
+            _is_aten(g) and torch.Tag.nondeterministic_seeded in g.target.tags for g in group
+        )
+        label = len(_labels)
+        _labels.append(_Check(steps, [f.name for f in frontier], random))
+        with graph.inserting_after(outputs[-1]):
+            graph.call_function(torch.ops.ovf.node_check.default, (label, outputs, frontier))
+
+
+def _compiled_module_name(entered):
+    """ovf's name of the compiled module, from a module the graph calls (its path in the
+    graph against ovf's name of it); None where the graph calls none ovf named."""
+    for path, name in entered:
+        if name is None or path is None:
+            continue
+        if not path:
+            return name
+        if name == path:
+            return ""
+        if name.endswith("." + path):
+            return name[: -len(path) - 1]
+    return None
+
+
+def _eager_name(base, path):
+    """ovf's name of the module at `path` in a graph of the module named `base`."""
+    if base is None or path is None:
+        return None
+    return ".".join(part for part in (base, path) if part)
+
+
+def _is_effect(node, op):
+    return (
+        node.op == "call_function"
+        and node.target is torch.ops.higher_order.with_effects
+        and len(node.args) > 2
+        and node.args[1] is op
+    )
+
+
+def _group(outputs, checked_outputs):
+    """The nodes that computed `outputs` since the tensors they were handed
+    (placeholders, other checked outputs), in graph order, and those tensors."""
+    group, frontier, seen = set(), [], set()
+    todo = list(outputs)
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.op != "call_function" or (n in checked_outputs and n not in outputs):
+            frontier.append(n)
+            continue
+        group.add(n)
+        torch.fx.node.map_arg((n.args, n.kwargs), todo.append)
+    order = {n: i for i, n in enumerate(next(iter(outputs)).graph.nodes)}
+    return sorted(group, key=order.__getitem__), sorted(frontier, key=order.__getitem__)
+
+
+def _nonfinite(t):
+    s = _ovf.stats(t) if t.device.type == "cpu" else _ovf.device_stats(t)
+    return s is not None and s["has_stats"] and (s["nan"] or s["pos_inf"] or s["neg_inf"])
+
+
+def check(label, outputs, frontier):
+    """ovf::node_check at run time: where `outputs` hold NaN/Inf that `frontier` did not,
+    runs the label's nodes again eagerly, observed, each named by its module and line."""
+    if not any(_nonfinite(t) for t in outputs if _floating(t)):
+        return
+    if any(_nonfinite(t) for t in frontier if _floating(t)):
+        return  # carried in: the op that made it was checked before
+    spec = _labels[label] if 0 <= label < len(_labels) else None
+    if spec is None or spec.random:
+        return
+    values = dict(zip(spec.frontier, frontier, strict=False))
+    # Raised here once they ran (an asynchronous raise inside compiled code is lost
+    # on its way out of the graph: SystemError).
+    _ovf.hold_op_raises(True)
+    try:
+        for target, args, kwargs, name, module, line in spec.nodes:
+            a, k = torch.fx.node.map_arg((args, kwargs), lambda n: values[n.name])
+            _ovf.set_op_site(module, line)
+            values[name] = target(*a, **k)
+    finally:
+        _ovf.set_op_site(None, "")
+        _ovf.hold_op_raises(False)
+    _ovf.deliver_pending_raise()
+
+
+def _generated_code_dir():
+    """Inductor's cache directory, where its generated Python lives ("" if unknown)."""
+    try:
+        from torch._inductor.runtime.runtime_utils import cache_dir
+    except ImportError:
+        return ""
+    return cache_dir()
+
+
+def register():
+    """ovf::node_check, and the pass (chained after a pass the program set itself)."""
+
+    @torch.library.custom_op("ovf::node_check", mutates_args=())
+    def node_check(
+        label: int, outputs: typing.List[torch.Tensor], frontier: typing.List[torch.Tensor]
+    ) -> None:
+        check(label, outputs, frontier)
+
+    @node_check.register_fake
+    def _(label, outputs, frontier):
+        return None
+
+    torch.fx.node.has_side_effect(torch.ops.ovf.node_check.default)
+    _ovf.set_generated_code_dir(_generated_code_dir())
+    from torch._inductor import config
+
+    theirs = config.post_grad_custom_post_pass
+
+    def post_grad_pass(graph):
+        if theirs is not None:
+            theirs(graph)
+        instrument(graph)
+
+    config.post_grad_custom_post_pass = post_grad_pass

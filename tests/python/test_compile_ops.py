@@ -1,0 +1,92 @@
+"""--ops inside torch.compile'd graphs (_compile_ops.py): the op, module, line, why and
+verdict an eager --ops run gives, at both granularities (--compiled-ops kept / every),
+with no graph break, and no stop and no changed number on a healthy compiled model.
+Each case is a child process (Dynamo's caches are per process)."""
+
+import os
+import subprocess
+
+import pytest
+from build_paths import PACKAGE_PARENT, PYTHON, REPO
+
+SCRIPTS = os.path.join(REPO, "tests", "e2e", "scripts")
+
+
+def run(script, *args, ovf=("--ops",)):
+    """`script` with `args` under python3 -m ovf `ovf` (None: without ovf)."""
+    prefix = ["-m", "ovf", *ovf] if ovf is not None else []
+    return subprocess.run(
+        [PYTHON, *prefix, os.path.join(SCRIPTS, script), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": os.environ.get("HOME", "/tmp"),
+            "LANG": "C.UTF-8",
+            "PYTHONPATH": PACKAGE_PARENT,
+            "OMP_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+        },
+    )
+
+
+def verdict(p):
+    """The first value's three lines (op, module, line; why; verdict) of a run."""
+    out = p.stdout + p.stderr
+    lines = [
+        line
+        for line in out.splitlines()
+        if line.startswith(("ovf: the first non-finite value", "ovf: why: ", "ovf: verdict: "))
+    ]
+    assert p.returncode == 1 and len(lines) == 3, out
+    return lines
+
+
+@pytest.fixture(scope="module")
+def eager_square():
+    return verdict(run("compiled.py", "--eager"))
+
+
+@pytest.mark.parametrize("granularity", ["kept", "every"])
+def test_a_compiled_graph_names_the_op_and_line_as_eager_ops_does(eager_square, granularity):
+    # Square's x * x, fused into Inductor's kernel (kept: its output is the module's);
+    # --on-nan warn: the run goes on to print Dynamo's counts
+    p = run("compiled.py", ovf=("--ops", "--on-nan", "warn", "--compiled-ops", granularity))
+    assert verdict(p) == eager_square
+    assert eager_square[0] == (
+        "ovf: the first non-finite value was produced by aten::mul in 1 at compiled.py:25 in"
+        " forward (batch 2)"
+    )
+    assert "graph breaks 0, graphs 1\n" in p.stdout, p.stdout
+
+
+def test_a_fused_groups_op_is_named_from_the_outputs_inductor_keeps():
+    # nanoGPT's float16 attention: q @ k^T overflows float16 in blocks.0.attn (eager's
+    # aten::matmul is aten::bmm in the graph Inductor lowers); kept checks its output
+    eager = verdict(run("compiled_gpt.py", "fp16_attention", "--eager"))
+    compiled = verdict(run("compiled_gpt.py", "fp16_attention"))
+    assert eager[0] == (
+        "ovf: the first non-finite value was produced by aten::matmul in blocks.0.attn at"
+        " real_models.py:43 in forward (batch 1)"
+    )
+    assert [line.replace("aten::bmm", "aten::matmul") for line in compiled] == eager
+
+
+def test_a_healthy_compiled_model_runs_to_the_end_with_its_own_numbers():
+    # the causal mask's -inf (masked_fill, run again where a check sees it) is deliberate;
+    # the losses are the compiled model's own, bit for bit, with the checks in its graph
+    plain = run("compiled_gpt.py", "healthy", ovf=None)
+    assert plain.returncode == 0, plain.stderr
+    for granularity in ("kept", "every"):
+        p = run("compiled_gpt.py", "healthy", ovf=("--ops", "--compiled-ops", granularity))
+        assert p.returncode == 0 and "Detected inf/nan" not in p.stdout, p.stdout + p.stderr
+        assert "graph breaks 0, graphs 1\n" in p.stdout, p.stdout
+        if granularity == "kept":
+            assert p.stdout.splitlines()[-4:] == plain.stdout.splitlines()[-4:], p.stdout
+
+
+def test_a_bad_granularity_is_one_line():
+    p = run("compiled.py", "--eager", ovf=("--ops", "--compiled-ops", "all"))
+    assert p.returncode == 2
+    assert "argument --compiled-ops: invalid choice: 'all'" in p.stderr, p.stderr
