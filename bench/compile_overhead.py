@@ -2,10 +2,14 @@
 eager: the step ovf must not slow down by more than 1.15x once compiled, and the
 graph breaks ovf causes (none: its hooks enter the graph, runtime/python/ovf/_compile.py).
 
-  eager            the plain step
-  eager+ovf        DebugUnderflowOverflow(model)
-  compiled         torch.compile(model)
-  compiled+ovf     DebugUnderflowOverflow(model), then torch.compile(model)
+  eager              the plain step
+  eager+ovf          DebugUnderflowOverflow(model)
+  eager+ovf+ops      DebugUnderflowOverflow(model, ops=True): every ATen op's outputs
+  compiled           torch.compile(model)
+  compiled+ovf       DebugUnderflowOverflow(model), then torch.compile(model)
+  compiled+ops       the same with ops=True: ovf's checks in the compiled graph at the
+                     outputs Inductor keeps anyway (--compiled-ops kept, the default)
+  compiled+ops+every the same at every node's output (--compiled-ops every: no fusion)
 
 A step is forward, loss, backward and an SGD step of a GPT-style decoder
 (tests/e2e/scripts/real_models.GPT) on CPU with one thread; the median of rounds,
@@ -29,7 +33,15 @@ import torch  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 TARGET = 1.15  # compiled+ovf / compiled
-MODES = ["eager", "eager+ovf", "compiled", "compiled+ovf"]
+MODES = [
+    "eager",
+    "eager+ovf",
+    "eager+ovf+ops",
+    "compiled",
+    "compiled+ovf",
+    "compiled+ops",
+    "compiled+ops+every",
+]
 
 
 def version():
@@ -58,8 +70,8 @@ def measure(mode, quick):
     """(seconds per step, seconds of the first step) of `mode`, in this process."""
     ovf = _common.import_ovf()
     model, inputs, targets = build(quick)
-    if mode.endswith("+ovf"):
-        ovf.DebugUnderflowOverflow(model)
+    if mode != "eager" and mode != "compiled":
+        ovf.DebugUnderflowOverflow(model, ops="ops" in mode)
     run = torch.compile(model) if mode.startswith("compiled") else model
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
 
@@ -106,6 +118,7 @@ def main(argv=None):
             capture_output=True,
             text=True,
             timeout=1800,
+            env={**os.environ, "OVF_COMPILED_OPS": "every" if mode.endswith("every") else "kept"},
         )
         if child.returncode != 0:
             print(child.stdout + child.stderr)
@@ -117,11 +130,13 @@ def main(argv=None):
     watched_breaks = graph_breaks(model, inputs)
     watcher.remove()
     print()
-    print(f"{'mode':<14}{'ms/step':>10}{'first step s':>14}  vs")
+    print(f"{'mode':<20}{'ms/step':>10}{'first step s':>14}  vs")
     for mode in MODES:
         base = "compiled" if mode.startswith("compiled") else "eager"
         ratio = "" if mode == base else f"{t[mode] / t[base]:.3f}x {base}"
-        print(f"{mode:<14}{t[mode] * 1e3:>10.2f}{first[mode]:>14.1f}  {ratio}")
+        if mode.startswith("compiled+ops"):
+            ratio += f", {t[mode] / t['eager+ovf+ops']:.3f}x eager+ovf+ops"
+        print(f"{mode:<20}{t[mode] * 1e3:>10.2f}{first[mode]:>14.1f}  {ratio}")
     print(f"graph breaks: compiled {plain_breaks}, compiled+ovf {watched_breaks}")
     ratio = t["compiled+ovf"] / t["compiled"]
     missed = ratio > TARGET or watched_breaks != plain_breaks

@@ -176,8 +176,9 @@ PYBIND11_MODULE(_ovf, m) {
   m.def("watch_module", &ovf::watch_module, py::arg("module"), py::arg("name"), py::arg("is_root"),
         py::arg("step_root") = false);
   m.def("watched_name", &ovf::watched_name, py::arg("module"));
-  m.def("set_op_site", py::overload_cast<py::handle, const std::string&>(&ovf::set_op_site),
-        py::arg("module_name"), py::arg("location"),
+  m.def("set_op_site",
+        py::overload_cast<py::handle, const std::string&, py::handle>(&ovf::set_op_site),
+        py::arg("module_name"), py::arg("location"), py::arg("gradient_of") = py::none(),
         "The module and line the next ops on this thread are named by (a compiled graph's "
         "node run again eagerly); None and \"\" go back to the module stack's and Python's.");
   m.def(

@@ -294,9 +294,12 @@ void watch_module(py::handle module, const std::string& name, bool is_root, bool
   });
 }
 
-void set_op_site(py::handle module_name, const std::string& location) {
+void set_op_site(py::handle module_name, const std::string& location, py::handle gradient_of) {
   ovf::set_op_site(module_name.is_none() ? OVF_NO_ID : intern(module_name.cast<std::string>()),
-                   location.empty() ? OVF_NO_ID : intern(location));
+                   location.empty() ? OVF_NO_ID : intern(location), !gradient_of.is_none(),
+                   gradient_of.is_none() || gradient_of.cast<std::string>().empty()
+                       ? OVF_NO_ID
+                       : intern(gradient_of.cast<std::string>()));
 }
 
 py::object watched_name(py::handle module) {

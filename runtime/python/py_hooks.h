@@ -42,9 +42,11 @@ void watch_module(pybind11::handle module, const std::string& name, bool is_root
 
 // The module (its name as ovf names it, or None) and program line ("model.py:25 in
 // forward", or "") that the ops run next on this thread are named by: a compiled
-// graph's node run again eagerly (op_observer.h's set_op_site). None and "" go back
-// to the usual.
-void set_op_site(pybind11::handle module_name, const std::string& location);
+// graph's node run again eagerly (op_observer.h's set_op_site); `gradient_of` (None: a
+// forward node) the forward op a backward graph's node differentiates ("" unknown).
+// None, "" and None go back to the usual.
+void set_op_site(pybind11::handle module_name, const std::string& location,
+                 pybind11::handle gradient_of);
 
 // The name ovf gave a watched module, or None.
 pybind11::object watched_name(pybind11::handle module);

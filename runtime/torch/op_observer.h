@@ -33,8 +33,11 @@ void set_location_provider(LocationProvider provider);
 // Ops that run for a node of a torch.compile'd graph (_compile_ops.py runs a graph's
 // nodes again eagerly where they made a NaN/Inf): their module and program line are
 // the node's, given here, not the module stack's and the Python frame's (which are
-// the compiled code's). OVF_NO_ID for both: back to those. This thread only.
-void set_op_site(uint32_t module_id, uint32_t location_id);
+// the compiled code's); a backward graph's node runs in the backward pass, as the
+// gradient of forward op `gradient_of` (interned "aten::sqrt", or OVF_NO_ID). OVF_NO_ID
+// for both and not backward: back to those. This thread only.
+void set_op_site(uint32_t module_id, uint32_t location_id, bool backward = false,
+                 uint32_t gradient_of = OVF_NO_ID);
 bool op_site_given();
 
 }  // namespace ovf

@@ -1,6 +1,7 @@
 """--ops inside torch.compile'd graphs (_compile_ops.py): the op, module, line, why and
 verdict an eager --ops run gives, at both granularities (--compiled-ops kept / every),
-with no graph break, and no stop and no changed number on a healthy compiled model.
+in forward and (--backward) backward graphs, with no graph break, and no stop and no
+changed number on a healthy compiled model.
 Each case is a child process (Dynamo's caches are per process)."""
 
 import os
@@ -31,6 +32,12 @@ def run(script, *args, ovf=("--ops",)):
     )
 
 
+def line_of(mark, script="compiled.py"):
+    """The line of `script` that ends with "# made: MARK"."""
+    with open(os.path.join(SCRIPTS, script)) as f:
+        return next(i for i, text in enumerate(f, 1) if text.rstrip().endswith(f"# made: {mark}"))
+
+
 def verdict(p):
     """The first value's three lines (op, module, line; why; verdict) of a run."""
     out = p.stdout + p.stderr
@@ -55,8 +62,8 @@ def test_a_compiled_graph_names_the_op_and_line_as_eager_ops_does(eager_square, 
     p = run("compiled.py", ovf=("--ops", "--on-nan", "warn", "--compiled-ops", granularity))
     assert verdict(p) == eager_square
     assert eager_square[0] == (
-        "ovf: the first non-finite value was produced by aten::mul in 1 at compiled.py:25 in"
-        " forward (batch 2)"
+        f"ovf: the first non-finite value was produced by aten::mul in 1 at"
+        f" compiled.py:{line_of('square')} in forward (batch 2)"
     )
     assert "graph breaks 0, graphs 1\n" in p.stdout, p.stdout
 
@@ -73,13 +80,26 @@ def test_a_fused_groups_op_is_named_from_the_outputs_inductor_keeps():
     assert [line.replace("aten::bmm", "aten::matmul") for line in compiled] == eager
 
 
+def test_a_compiled_backward_graph_names_the_gradient_as_eager_backward_does():
+    # sqrt's gradient at 0 in AOTAutograd's backward graph: the same op, forward op,
+    # module, line and batch (the user's step: each backward() ends one) as eager code
+    args = ("--ops", "--backward")
+    eager = verdict(run("compiled.py", "--backward-nan", "--eager", ovf=args))
+    assert eager[0] == (
+        "ovf: the first non-finite value was produced in the backward pass by aten::div, the"
+        f" gradient of aten::sqrt in 1 at compiled.py:{line_of('root')} in forward (batch 2)"
+    )
+    assert verdict(run("compiled.py", "--backward-nan", ovf=args)) == eager
+
+
 def test_a_healthy_compiled_model_runs_to_the_end_with_its_own_numbers():
     # the causal mask's -inf (masked_fill, run again where a check sees it) is deliberate;
     # the losses are the compiled model's own, bit for bit, with the checks in its graph
     plain = run("compiled_gpt.py", "healthy", ovf=None)
     assert plain.returncode == 0, plain.stderr
     for granularity in ("kept", "every"):
-        p = run("compiled_gpt.py", "healthy", ovf=("--ops", "--compiled-ops", granularity))
+        ovf = ("--ops", "--backward", "--compiled-ops", granularity)
+        p = run("compiled_gpt.py", "healthy", ovf=ovf)
         assert p.returncode == 0 and "Detected inf/nan" not in p.stdout, p.stdout + p.stderr
         assert "graph breaks 0, graphs 1\n" in p.stdout, p.stdout
         if granularity == "kept":

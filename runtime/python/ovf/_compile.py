@@ -78,9 +78,13 @@ def _register():
     import torch._dynamo as dynamo
     from torch._higher_order_ops.effects import _EffectType, _register_effectful_op
 
+    # `grad_enabled`: the grad mode the program called the module in, as traced (the
+    # compiled forward itself runs with gradients off): a training step's forward
+    # begins the user's step (step_clock.h), an inference forward does not.
     @torch.library.custom_op("ovf::module_enter", mutates_args=())
-    def module_enter(key: int) -> None:
-        _ovf.forward_pre_hook(_module(key), ())
+    def module_enter(key: int, grad_enabled: bool) -> None:
+        with torch.set_grad_enabled(grad_enabled):
+            _ovf.forward_pre_hook(_module(key), ())
 
     @torch.library.custom_op("ovf::module_frame", mutates_args=())
     def module_frame(
@@ -91,7 +95,7 @@ def _register():
         _ovf.compiled_forward_hook(_module(key), tuple(inputs), output)
 
     @module_enter.register_fake
-    def _(key):
+    def _(key, grad_enabled):
         return None
 
     @module_frame.register_fake
@@ -113,7 +117,7 @@ def _register():
     def forward_pre_hook(module, args):
         key = getattr(module, "_ovf_key", None)
         if key is not None:
-            torch.ops.ovf.module_enter(key)
+            torch.ops.ovf.module_enter(key, torch.is_grad_enabled())
 
     @dynamo.substitute_in_graph(_ovf.forward_hook, skip_signature_check=True)
     def forward_hook(module, args, kwargs, output):

@@ -27,8 +27,11 @@ Two granularities (OVF_COMPILED_OPS):
   computes in float32 and rounds once; unfused, each op's output is rounded, as in
   eager code.
 
-Not instrumented: backward graphs (their nodes are not named by a forward op here
-yet), random ops (a group with one is not run again: its draws would differ).
+Backward graphs (AOTAutograd's) get their checks too when the backward is observed
+(--backward): their nodes are named as --backward names eager backward ops, by the
+forward op whose gradient they compute (autograd's sequence number, which the forward
+graph's nodes carry too), its module and line.
+Not run again: random ops (a group with one: its draws would differ).
 Graphs compiled before ops were observed stay as they were.
 """
 
@@ -61,8 +64,9 @@ _EXTERN = {
 
 class _Check:
     """What one ovf::node_check names and runs again: the checked node's outputs were
-    computed by `nodes` [(target, args, kwargs, name, module name, line)], in graph
-    order, from `frontier` (names of the tensors the check is handed)."""
+    computed by `nodes` [(target, args, kwargs, name, module name, line, forward op)] in
+    graph order (forward op: None in a forward graph, else the op a backward node
+    differentiates), from `frontier` (names of the tensors the check is handed)."""
 
     def __init__(self, nodes, frontier, random):
         self.nodes, self.frontier, self.random = nodes, frontier, random
@@ -88,10 +92,11 @@ def granularity():
 _said_bad = False
 
 
-def _ops_observed():
+def _observed(kind):
+    """Whether "ops" (or "backward") are observed now, as a graph is compiled."""
     from ._options import OBSERVE_BITS
 
-    return bool(_ovf.control()["observe"] & OBSERVE_BITS["ops"])
+    return bool(_ovf.control()["observe"] & OBSERVE_BITS[kind])
 
 
 def _is_aten(node):
@@ -159,56 +164,35 @@ def _module_path(node):
 
 
 def instrument(graph):
-    """The post-grad pass: checks after the nodes of a forward graph (see above)."""
-    if not _ops_observed() or any(
-        n.op == "placeholder" and n.name.startswith("tangents") for n in graph.nodes
-    ):
+    """The post-grad pass: checks after the nodes of a graph (see above); a backward
+    graph's with the backward observed too."""
+    backward = any(n.op == "placeholder" and n.name.startswith("tangents") for n in graph.nodes)
+    if not _observed("ops") or (backward and not _observed("backward")):
         return
-    from . import _compile
-
     skip = _package_dirs()
-    enter, frame = torch.ops.ovf.module_enter.default, torch.ops.ovf.module_frame.default
     every = granularity() == "every"
     nodes = list(graph.nodes)
-    returned = set()
-    framed = set()  # module inputs and outputs: ovf's frames hold them anyway
-    entered = []  # (module path in the graph, ovf's name of it) of each pre-hook's call
+    returned, framed = set(), set()  # graph outputs; module inputs and outputs (ovf's frames)
     for n in nodes:
         if n.op == "output":
             torch.fx.node.map_arg(n.args, returned.add)
-        elif _is_effect(n, enter):
-            module = _compile.module_or_none(n.args[2])
-            name = _ovf.watched_name(module) if module is not None else None
-            entered.append((_module_path(n), name))
-        elif _is_effect(n, frame):
+        elif _is_effect(n, torch.ops.ovf.module_frame.default):
             torch.fx.node.map_arg(n.args[3:], framed.add)
-    base = _compiled_module_name(entered)
+    site = _backward_site if backward else _forward_sites(nodes, skip)
     checked = []
     for n in nodes:
         if not _is_aten(n) or n.target.is_view or not _tensor_inputs(n):
             continue
         outputs = _outputs_of(n)
-        if not outputs:
-            continue
         kept = n.target.overloadpacket.__name__ in _EXTERN or any(
             o in returned or o in framed for o in outputs
         )
-        if every or kept:
-            checked.append((n, outputs))
-    checked_outputs = {o for _, outs in checked for o in outs}
-    for _, outputs in checked:
+        if outputs and (every or kept):
+            checked.append(outputs)
+    checked_outputs = {o for outs in checked for o in outs}
+    for outputs in checked:
         group, frontier = _group(outputs, checked_outputs)
-        steps = [
-            (
-                g.target,
-                g.args,
-                g.kwargs,
-                g.name,
-                _eager_name(base, _module_path(g)),
-                _user_line(g.meta.get("stack_trace"), skip) if _is_aten(g) else "",
-            )
-            for g in group
-        ]
+        steps = [(g.target, g.args, g.kwargs, g.name, *site(g, skip)) for g in group]
         random = any(
             _is_aten(g) and torch.Tag.nondeterministic_seeded in g.target.tags for g in group
         )
@@ -216,6 +200,44 @@ def instrument(graph):
         _labels.append(_Check(steps, [f.name for f in frontier], random))
         with graph.inserting_after(outputs[-1]):
             graph.call_function(torch.ops.ovf.node_check.default, (label, outputs, frontier))
+
+
+# Autograd's sequence number -> (the forward op that made that node, ovf's name of its
+# module), from the forward graphs: a backward graph's node names the forward op whose
+# gradient it computes, as --backward does in eager code (the op that makes a node comes
+# last among the ops with its number).
+_forward_ops = {}
+
+
+def _forward_sites(nodes, skip):
+    """site(node, skip) -> (module name, line, None) of a forward graph's nodes."""
+    from . import _compile
+
+    entered = []  # (module path in the graph, ovf's name of it) of each pre-hook's call
+    for n in nodes:
+        if _is_effect(n, torch.ops.ovf.module_enter.default):
+            module = _compile.module_or_none(n.args[2])
+            entered.append((_module_path(n), _ovf.watched_name(module) if module else None))
+    base = _compiled_module_name(entered)
+    for n in nodes:
+        if _is_aten(n) and n.meta.get("seq_nr") is not None:
+            _forward_ops[n.meta["seq_nr"]] = (
+                n.target._schema.name,
+                _eager_name(base, _module_path(n)),
+            )
+
+    def site(node, skip):
+        line = _user_line(node.meta.get("stack_trace"), skip) if _is_aten(node) else ""
+        return _eager_name(base, _module_path(node)), line, None
+
+    return site
+
+
+def _backward_site(node, skip):
+    """(module name, line, forward op) of a backward graph's node: its forward op's."""
+    op, module = _forward_ops.get(node.meta.get("seq_nr"), ("", None))
+    line = _user_line(node.meta.get("stack_trace"), skip) if _is_aten(node) else ""
+    return module, line, op
 
 
 def _compiled_module_name(entered):
@@ -288,12 +310,12 @@ def check(label, outputs, frontier):
     # on its way out of the graph: SystemError).
     _ovf.hold_op_raises(True)
     try:
-        for target, args, kwargs, name, module, line in spec.nodes:
+        for target, args, kwargs, name, module, line, gradient_of in spec.nodes:
             a, k = torch.fx.node.map_arg((args, kwargs), lambda n: values[n.name])
-            _ovf.set_op_site(module, line)
+            _ovf.set_op_site(module, line, gradient_of)
             values[name] = target(*a, **k)
     finally:
-        _ovf.set_op_site(None, "")
+        _ovf.set_op_site(None, "", None)
         _ovf.hold_op_raises(False)
     _ovf.deliver_pending_raise()
 
