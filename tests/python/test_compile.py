@@ -31,7 +31,7 @@ bad[0, 0] = float("inf")
 """
 
 
-def _env():
+def child_env():
     return {
         "PATH": "/usr/bin:/bin",
         "HOME": os.environ.get("HOME", "/tmp"),
@@ -48,7 +48,7 @@ def run(body):
         capture_output=True,
         text=True,
         timeout=600,
-        env=_env(),
+        env=child_env(),
     )
 
 
@@ -209,7 +209,7 @@ def run_compiled(*args):
         capture_output=True,
         text=True,
         timeout=600,
-        env=_env(),
+        env=child_env(),
     )
 
 

@@ -8,7 +8,8 @@ import os
 import subprocess
 
 import pytest
-from build_paths import PACKAGE_PARENT, PYTHON, REPO
+from build_paths import PYTHON, REPO
+from test_compile import child_env
 
 SCRIPTS = os.path.join(REPO, "tests", "e2e", "scripts")
 
@@ -21,14 +22,7 @@ def run(script, *args, ovf=("--ops",)):
         capture_output=True,
         text=True,
         timeout=600,
-        env={
-            "PATH": "/usr/bin:/bin",
-            "HOME": os.environ.get("HOME", "/tmp"),
-            "LANG": "C.UTF-8",
-            "PYTHONPATH": PACKAGE_PARENT,
-            "OMP_NUM_THREADS": "1",
-            "OPENBLAS_NUM_THREADS": "1",
-        },
+        env=child_env(),
     )
 
 

@@ -3,7 +3,8 @@ torch.compile, for what ovf's --ops sees inside compiled graphs.
 
     python3 compiled_gpt.py healthy|fp16_attention [--eager]
 
-healthy: three AdamW training steps; nothing is non-finite but the mask's -inf.
+healthy: real_models.gpt_healthy's three AdamW training steps; nothing is non-finite but
+the mask's -inf.
 fp16_attention: the model in float16 (nanoGPT's fp16 attention); before batch 1 the
 first block's query/key/value weights grow 300 times (parameters are the graph's
 inputs: no recompile), and the attention scores q @ k^T exceed float16's range: inf
@@ -17,21 +18,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
-from real_models import GPT, gpt_batches  # noqa: E402
-from torch.nn import functional as F  # noqa: E402
-
-
-def healthy(compiled):
-    model = GPT()
-    run = torch.compile(model) if compiled else model
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    for batch, (idx, target) in enumerate(gpt_batches()):
-        logits = run(idx)
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), target.view(-1))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        print(f"batch {batch} loss {loss.item()!r}", flush=True)
+from real_models import GPT, gpt_batches, gpt_healthy  # noqa: E402
 
 
 def fp16_attention(compiled):
@@ -50,7 +37,7 @@ def main():
     p.add_argument("case", choices=["healthy", "fp16_attention"])
     p.add_argument("--eager", action="store_true", help="do not compile")
     args = p.parse_args()
-    {"healthy": healthy, "fp16_attention": fp16_attention}[args.case](not args.eager)
+    {"healthy": gpt_healthy, "fp16_attention": fp16_attention}[args.case](not args.eager)
     if not args.eager:
         from torch._dynamo.utils import counters
 

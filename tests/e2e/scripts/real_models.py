@@ -84,16 +84,18 @@ def gpt_batches(n=3, vocab=32, t=8):
         yield idx, torch.roll(idx, -1, dims=1)
 
 
-def gpt_healthy():
+def gpt_healthy(compiled=False):
+    """(compiled: the model under torch.compile, compiled_gpt.py's healthy case)"""
     model = GPT()
+    run = torch.compile(model) if compiled else model
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     for batch, (idx, target) in enumerate(gpt_batches()):
-        logits = model(idx)
+        logits = run(idx)
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), target.view(-1))
         opt.zero_grad()
         loss.backward()
         opt.step()
-        print(f"batch {batch} loss {loss.item():.4f}", flush=True)
+        print(f"batch {batch} loss {loss.item()!r}", flush=True)
 
 
 def gpt_log_loss():
