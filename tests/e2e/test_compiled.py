@@ -49,7 +49,8 @@ def test_a_stop_inside_a_compiled_graph(debugger):
 COMPILER = re.compile(
     r"replayed the forward of Sequential eagerly \(torch\.compile set aside\), its ops observed"
     r" \(\d+\.\d\d s\): eager is finite here: the compiled code differs \(Inductor\): 1"
-    r" \(Softplus\) outputs 14 \+inf compiled, none eagerly \(abs max 1\.50e\+03\)\n"
+    r" \(Softplus\) outputs 14 \+inf compiled, none eagerly \(abs max 1\.50e\+03\);"
+    r" --ops names the compiled graph's op that makes it\n"
 )
 
 

@@ -130,10 +130,14 @@ def _outputs_of(node):
     return []
 
 
+def _is_tensor(node):
+    return isinstance(node.meta.get("val"), torch.Tensor)
+
+
 def _tensor_inputs(node):
     found = []
     torch.fx.node.map_arg((node.args, node.kwargs), lambda a: found.append(a))
-    return [a for a in found if isinstance(a.meta.get("val"), torch.Tensor)]
+    return [a for a in found if _is_tensor(a)]
 
 
 def _user_line(stack_trace, skip):
@@ -190,6 +194,13 @@ def instrument(graph):
         if outputs and (every or kept):
             checked.append(outputs)
     checked_outputs = {o for outs in checked for o in outs}
+    # A check is an ordered side effect (as ovf's module hooks are): called through
+    # with_effects, which every Inductor lowers as a kernel it keeps, in order (a plain
+    # call returning nothing is dropped by torch 2.6's scheduler). The lowering reads no
+    # value of the token: any tensor of the graph stands for it.
+    token = next((n for n in nodes if n.op == "placeholder" and _is_tensor(n)), None)
+    if token is None:
+        return
     for outputs in checked:
         group, frontier = _group(outputs, checked_outputs)
         steps = [(g.target, g.args, g.kwargs, g.name, *site(g, skip)) for g in group]
@@ -199,7 +210,11 @@ def instrument(graph):
         label = len(_labels)
         _labels.append(_Check(steps, [f.name for f in frontier], random))
         with graph.inserting_after(outputs[-1]):
-            graph.call_function(torch.ops.ovf.node_check.default, (label, outputs, frontier))
+            call = graph.call_function(
+                torch.ops.higher_order.with_effects,
+                (token, torch.ops.ovf.node_check.default, label, outputs, frontier),
+            )
+        call.meta["val"] = (token.meta["val"], None)
 
 
 # Autograd's sequence number -> (the forward op that made that node, ovf's name of its
@@ -342,7 +357,9 @@ def register():
     def _(label, outputs, frontier):
         return None
 
-    torch.fx.node.has_side_effect(torch.ops.ovf.node_check.default)
+    from torch._higher_order_ops.effects import _EffectType, _register_effectful_op
+
+    _register_effectful_op(torch.ops.ovf.node_check.default, _EffectType.ORDERED)
     _ovf.set_generated_code_dir(_generated_code_dir())
     from torch._inductor import config
 

@@ -12,11 +12,12 @@ the step began with, with every ATen op observed, and says which of two it is:
   an eager --ops run names it, with its line, why and float64 verdict;
 - eager is finite here: the compiled code differs; named is the first module whose
   output held NaN/Inf in the run and none in the eager replay (the event's own module,
-  unless the replay left the run earlier), with both outputs' figures.
+  unless the replay left the run earlier), with both outputs' figures; the op inside
+  it is the compiled graph's, which --ops checks (_compile_ops.py: a decomposition's
+  aten::exp where eager runs aten::softplus).
 
 What it cannot tell apart: random ops (a compiled graph draws its dropout masks from its
-own generator, so an eager replay draws others) and the ops inside one module (the
-compiled graph's own ops are not observed here: --ops checks them, _compile_ops.py).
+own generator, so an eager replay draws others).
 """
 
 import torch
@@ -67,13 +68,13 @@ def said(name, took, backend, named, only_compiled):
     if named:
         return f"{replayed}: eager makes the same value: the model's own math, not the compiler"
     line = f"{replayed}: eager is finite here: the compiled code differs ({backend})"
-    if only_compiled is None:
-        return line
-    path, kind, ran, again = only_compiled
-    return (
-        f"{line}: {path or '<root>'} ({kind}) outputs {_nonfinite(ran)} compiled, none eagerly"
-        f" (abs max {_e(again['abs_max'])})"
-    )
+    if only_compiled is not None:
+        path, kind, ran, again = only_compiled
+        line += (
+            f": {path or '<root>'} ({kind}) outputs {_nonfinite(ran)} compiled, none eagerly"
+            f" (abs max {_e(again['abs_max'])})"
+        )
+    return line + "; --ops names the compiled graph's op that makes it"
 
 
 def _nonfinite(stats):
