@@ -53,7 +53,10 @@ def backend_name(called):
         name = getattr(found, "__name__", None)
         if isinstance(name, str):
             return _BACKENDS.get(name, name)
-        found = getattr(found, "_torchdynamo_orig_backend", None)
+        # torch 2.14 names the link _torchdynamo_orig_backend, 2.6 _torchdynamo_orig_callable
+        found = getattr(found, "_torchdynamo_orig_backend", None) or getattr(
+            found, "_torchdynamo_orig_callable", None
+        )
     return "the torch.compile backend"
 
 
