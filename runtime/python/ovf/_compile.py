@@ -11,10 +11,9 @@ calls the pybind11 hooks directly: nothing changes there.
 What ovf sees inside a compiled region: every hooked module's frame (weights, tensor
 inputs, outputs), at the point the graph computes it. What it does not see: the ATen
 ops Inductor fuses into its own kernels, unless --ops puts its checks into the graphs
-(_compile_ops.py); keyword
-arguments of a compiled module (its positional tensor inputs are recorded); an
-output's structure (a dict or tuple of tensors is recorded as output[0], output[1],
-...). It says so once, when the first compiled frame runs; the frames' records carry
+(_compile_ops.py); keyword arguments of a compiled module (its positional tensor
+inputs are recorded); an output's structure (a dict or tuple of tensors is recorded as
+output[0], output[1], ...). It says so once, when the first compiled frame runs; the frames' records carry
 OVF_FLAG_COMPILED, so that `ovf status`, `ovf frames` and the event report say it too.
 
 Registered as torch._dynamo is imported (ovf's import stays as light as before).

@@ -68,28 +68,20 @@ class _Check:
     graph order (forward op: None in a forward graph, else the op a backward node
     differentiates), from `frontier` (names of the tensors the check is handed)."""
 
-    def __init__(self, nodes, frontier, random):
-        self.nodes, self.frontier, self.random = nodes, frontier, random
+    def __init__(self, nodes, frontier, runnable):
+        self.nodes, self.frontier, self.runnable = nodes, frontier, runnable
 
 
 def granularity():
     """OVF_COMPILED_OPS (python3 -m ovf --compiled-ops): "kept" or "every"."""
     value = os.environ.get("OVF_COMPILED_OPS", "") or "kept"
     if value not in ("kept", "every"):
-        global _said_bad
-        if not _said_bad:
-            _said_bad = True
-            print(
-                f"ovf: OVF_COMPILED_OPS={value!r} is neither 'kept' nor 'every': checking the"
-                " outputs Inductor keeps (kept)",
-                file=sys.stderr,
-                flush=True,
-            )
+        _say_once(
+            f"ovf: OVF_COMPILED_OPS={value!r} is neither 'kept' nor 'every': checking the"
+            " outputs Inductor keeps (kept)"
+        )
         return "kept"
     return value
-
-
-_said_bad = False
 
 
 def _observed(kind):
@@ -204,11 +196,13 @@ def instrument(graph):
     for outputs in checked:
         group, frontier = _group(outputs, checked_outputs)
         steps = [(g.target, g.args, g.kwargs, g.name, *site(g, skip)) for g in group]
-        random = any(
+        # Not run again: random draws would differ; a symbolic size is no tensor to hand over
+        runnable = all(_is_tensor(f) for f in frontier) and not any(
             _is_aten(g) and torch.Tag.nondeterministic_seeded in g.target.tags for g in group
         )
+        frontier = [f for f in frontier if _is_tensor(f)]
         label = len(_labels)
-        _labels.append(_Check(steps, [f.name for f in frontier], random))
+        _labels.append(_Check(steps, [f.name for f in frontier], runnable))
         with graph.inserting_after(outputs[-1]):
             call = graph.call_function(
                 torch.ops.higher_order.with_effects,
@@ -318,7 +312,7 @@ def check(label, outputs, frontier):
     if any(_nonfinite(t) for t in frontier if _floating(t)):
         return  # carried in: the op that made it was checked before
     spec = _labels[label] if 0 <= label < len(_labels) else None
-    if spec is None or spec.random:
+    if spec is None or not spec.runnable:
         return
     values = dict(zip(spec.frontier, frontier, strict=False))
     # Raised here once they ran (an asynchronous raise inside compiled code is lost
@@ -329,10 +323,21 @@ def check(label, outputs, frontier):
             a, k = torch.fx.node.map_arg((args, kwargs), lambda n: values[n.name])
             _ovf.set_op_site(module, line, gradient_of)
             values[name] = target(*a, **k)
+    except Exception as e:  # noqa: BLE001 -- ovf's check fails, never the compiled step
+        _say_once(f"ovf: a compiled graph's nodes could not run again ({type(e).__name__}: {e})")
     finally:
         _ovf.set_op_site(None, "", None)
         _ovf.hold_op_raises(False)
     _ovf.deliver_pending_raise()
+
+
+_said = set()
+
+
+def _say_once(line):
+    if line not in _said:
+        _said.add(line)
+        print(line, file=sys.stderr, flush=True)
 
 
 def _generated_code_dir():
