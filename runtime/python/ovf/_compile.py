@@ -13,8 +13,9 @@ inputs, outputs), at the point the graph computes it. What it does not see: the 
 ops Inductor fuses into its own kernels, unless --ops puts its checks into the graphs
 (_compile_ops.py); keyword arguments of a compiled module (its positional tensor
 inputs are recorded); an output's structure (a dict or tuple of tensors is recorded as
-output[0], output[1], ...). It says so once, when the first compiled frame runs; the frames' records carry
-OVF_FLAG_COMPILED, so that `ovf status`, `ovf frames` and the event report say it too.
+output[0], output[1], ...). It says so once, when the first compiled frame runs; the
+frames' records carry OVF_FLAG_COMPILED, so that `ovf status`, `ovf frames` and the
+event report say it too.
 
 Registered as torch._dynamo is imported (ovf's import stays as light as before).
 """
