@@ -295,11 +295,11 @@ void watch_module(py::handle module, const std::string& name, bool is_root, bool
 }
 
 void set_op_site(py::handle module_name, const std::string& location, py::handle gradient_of) {
+  auto id_of = [](const std::string& text) { return text.empty() ? OVF_NO_ID : intern(text); };
+  const bool backward = !gradient_of.is_none();
   ovf::set_op_site(module_name.is_none() ? OVF_NO_ID : intern(module_name.cast<std::string>()),
-                   location.empty() ? OVF_NO_ID : intern(location), !gradient_of.is_none(),
-                   gradient_of.is_none() || gradient_of.cast<std::string>().empty()
-                       ? OVF_NO_ID
-                       : intern(gradient_of.cast<std::string>()));
+                   id_of(location), backward,
+                   backward ? id_of(gradient_of.cast<std::string>()) : OVF_NO_ID);
 }
 
 py::object watched_name(py::handle module) {

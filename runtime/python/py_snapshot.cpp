@@ -37,8 +37,8 @@ bool is_user_file(const std::string& file) {
                       !starts_with(file, g_stdlib_dir + "site-packages/") &&
                       !starts_with(file, g_stdlib_dir + "dist-packages/");
   return !stdlib && !starts_with(file, g_torch_dir) && !starts_with(file, g_ovf_dir) &&
-         !(!g_generated_dir.empty() && starts_with(file, g_generated_dir)) &&
-         !starts_with(file, "<frozen") && file != g_typing_extensions_file;
+         !starts_with(file, g_generated_dir) && !starts_with(file, "<frozen") &&
+         file != g_typing_extensions_file;
 }
 
 std::string utf8(PyObject* text) {

@@ -65,7 +65,6 @@ thread_local int t_in_compiled = 0;  // torch.compile'd regions running on this 
 // set_op_site's: a compiled graph's node whose ops run again eagerly
 thread_local uint32_t t_site_module = OVF_NO_ID;
 thread_local uint32_t t_site_location = OVF_NO_ID;
-thread_local bool t_site_given = false;
 thread_local bool t_site_backward = false;             // a node of a compiled backward graph
 thread_local uint32_t t_site_gradient_of = OVF_NO_ID;  // ... the forward op it differentiates
 
@@ -133,8 +132,6 @@ void note_overload(const Fn& fn, std::string& out, long /*fallback*/) {
 // A number torch wrapped into a tensor for the op (`mask * 2.0`): a constant.
 bool wrapped_number(const at::Tensor& t) { return t.unsafeGetTensorImpl()->is_wrapped_number(); }
 
-// Inside a backward node, or between nodes of a backward pass: the engine's own
-// ops (InputBuffer's sum of two gradients of one tensor) run outside every node.
 // The backward node an op runs in: a compiled backward graph's node run again eagerly
 // (set_op_site) is named by the forward op, module and line given for it.
 BackwardNode* node_of_site(BackwardNode* node) {
@@ -144,8 +141,12 @@ BackwardNode* node_of_site(BackwardNode* node) {
   return &site;
 }
 
+// Inside a backward node, or between nodes of a backward pass: the engine's own
+// ops (InputBuffer's sum of two gradients of one tensor) run outside every node;
+// or a compiled backward graph's node run again eagerly.
 bool in_backward() {
-  return !t_backward.empty() || torch::autograd::get_current_graph_task_id() != -1;
+  return !t_backward.empty() || torch::autograd::get_current_graph_task_id() != -1 ||
+         t_site_backward;
 }
 
 // The module a forward op runs in: the innermost module (or the enclosing op's
@@ -273,7 +274,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
                           known ? origin.location_id : OVF_NO_ID});
     return nullptr;
   }
-  const bool backward = in_backward() || t_site_backward;
+  const bool backward = in_backward();
   const bool noted = !backward && fn.seqNr() >= 0 && (observe & OVF_OBSERVE_BACKWARD);
   const bool observed = observe & (backward ? OVF_OBSERVE_BACKWARD : OVF_OBSERVE_OPS);
   if (!observed) note_writes(fn);
@@ -394,8 +395,8 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
       EndedOp& ended = next_ended_op();
       try {
         end_op(fn, op, i >= 2 ? &t_pending[i - 2] : nullptr,
-               node_of_site(t_backward.empty() ? nullptr : &t_backward.back()),
-               in_backward() || t_site_backward, ended);
+               node_of_site(t_backward.empty() ? nullptr : &t_backward.back()), in_backward(),
+               ended);
       } catch (...) {
         drop_ended_op();
         throw;
@@ -427,12 +428,14 @@ void set_location_provider(LocationProvider provider) {
 void set_op_site(uint32_t module_id, uint32_t location_id, bool backward, uint32_t gradient_of) {
   op_detail::t_site_module = module_id;
   op_detail::t_site_location = location_id;
-  op_detail::t_site_given = module_id != OVF_NO_ID || location_id != OVF_NO_ID || backward;
   op_detail::t_site_backward = backward;
   op_detail::t_site_gradient_of = gradient_of;
 }
 
-bool op_site_given() { return op_detail::t_site_given; }
+bool op_site_given() {
+  using namespace op_detail;  // NOLINT(google-build-using-namespace): the site's state
+  return t_site_module != OVF_NO_ID || t_site_location != OVF_NO_ID || t_site_backward;
+}
 
 void sync_op_observer() {
   using namespace op_detail;  // NOLINT(google-build-using-namespace): its callbacks and state

@@ -46,12 +46,11 @@ def key_of(module):
 
 def module_or_none(key):
     """The module of `key`, or None (no key, or the module is gone)."""
-    module = _modules[key]() if key is not None and 0 <= key < len(_modules) else None
-    return module
+    return _modules[key]() if key is not None and 0 <= key < len(_modules) else None
 
 
 def _module(key):
-    module = _modules[key]() if 0 <= key < len(_modules) else None
+    module = module_or_none(key)
     if module is None:
         raise RuntimeError(f"ovf: the module of a compiled frame (key {key}) is gone")
     return module

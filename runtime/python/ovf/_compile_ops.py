@@ -6,11 +6,12 @@ Inductor lowers the post-grad ATen graph into its kernels; the ATen ops there ru
 fused code that no RecordFunction sees. With ops observed when a graph is compiled,
 a post-grad pass (Inductor's post_grad_custom_post_pass) puts a call of
 ovf::node_check after the nodes it checks, with the node's label (its ATen op, the
-module it runs in -- from the graph's own ovf::module_enter / module_frame calls, so
-eager names -- and the user's line from the node's recorded stack trace) and the
-tensors its values were computed from. At run time the check reads its outputs' one-pass
-statistics; where they hold NaN/Inf and what they were computed from does not, it runs
-those nodes again eagerly, each named by its own module and line
+module it runs in -- Dynamo's nn_module_stack, named as ovf names it through the
+graph's own ovf::module_enter calls -- and the user's line from the node's recorded
+stack trace) and the tensors its values were computed from. At run time the check
+reads its outputs' one-pass statistics; where they hold NaN/Inf and what they were
+computed from does not, it runs those nodes again eagerly, each named by its own
+module and line
 (_ovf.set_op_site), with the op observer on: the first that makes the value is judged
 as an eager --ops run judges it (producer or carrier, why, float64 verdict), and the
 stop, the report and the raise come from there.
@@ -42,7 +43,7 @@ import typing
 
 import torch
 
-from . import _ovf
+from . import _ovf, _replay_check
 
 _labels = []  # label id -> _Check
 _STACK_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
@@ -300,8 +301,8 @@ def _group(outputs, checked_outputs):
 
 
 def _nonfinite(t):
-    s = _ovf.stats(t) if t.device.type == "cpu" else _ovf.device_stats(t)
-    return s is not None and s["has_stats"] and (s["nan"] or s["pos_inf"] or s["neg_inf"])
+    stats = _replay_check.stats_of(t)
+    return stats is not None and _replay_check.holds_nonfinite(stats)
 
 
 def check(label, outputs, frontier):

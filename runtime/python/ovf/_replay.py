@@ -108,8 +108,6 @@ def run(frame_seq, batch, compiled):
     error = forward_again(module, held, calls.pre, calls.post, eager=eager)
     took = f"{time.perf_counter() - started:.2f} s"
     named = _ovf.replay_found()
-    where = _replay_check.first_difference(module, held.start_seq, frame_seq, calls.outputs, named)
-    left = where.startswith("at ")  # the first module whose statistics differ from the run's
     if named:
         global found
         found = Found(module, _ovf.replay_producer(), calls.at_found(), _again(module, held, eager))
@@ -124,6 +122,8 @@ def run(frame_seq, batch, compiled):
         )
         backend = _replay_compiled.backend_name(held.called())
         return _replay_compiled.said(type(module).__name__, took, backend, named, only)
+    where = _replay_check.first_difference(module, held.start_seq, frame_seq, calls.outputs, named)
+    left = where.startswith("at ")  # the first module whose statistics differ from the run's
     if named:
         said = f"replayed the forward of {type(module).__name__} with its ops observed ({took})"
         if left:

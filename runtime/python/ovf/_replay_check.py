@@ -40,7 +40,7 @@ class Outputs:
 
     def add(self, module, output):
         tensor = _first_floating(output)
-        self.calls.append((module, _stats(tensor) if tensor is not None else None))
+        self.calls.append((module, stats_of(tensor) if tensor is not None else None))
 
 
 def first_difference(root, start_seq, event_seq, outputs, found):
@@ -76,13 +76,19 @@ def first_nonfinite_only_in_run(root, start_seq, event_seq, outputs):
     run = _run_outputs(_OwnRing(), start_seq, event_seq)
     paths = {m: p for p, m in root.named_modules()}
     for (name, ran), (module, again) in zip(run or [], outputs.calls, strict=False):
-        if ran is not None and again is not None and _nonfinite(ran) and not _nonfinite(again):
+        if (
+            ran is not None
+            and again is not None
+            and holds_nonfinite(ran)
+            and not (holds_nonfinite(again))
+        ):
             return name or paths.get(module) or "", type(module).__name__, ran, again
     return None
 
 
-def _nonfinite(stats):
-    return stats["nan"] or stats["+inf"] or stats["-inf"]
+def holds_nonfinite(stats):
+    """Whether statistics (stats_of's, _record_stats's) count a NaN or an Inf."""
+    return bool(stats["nan"] or stats["+inf"] or stats["-inf"])
 
 
 class _OwnRing:
@@ -170,7 +176,8 @@ def _first_different(ran, again, format_8_2e):
     return ""
 
 
-def _stats(tensor):
+def stats_of(tensor):
+    """The one-pass statistics of `tensor` (the runtime's engine, on its device), or None."""
     s = _ovf.stats(tensor) if tensor.device.type == "cpu" else _ovf.device_stats(tensor)
     if s is None or not s["has_stats"]:
         return None
