@@ -95,16 +95,29 @@ OpFacts learn(const at::RecordFunction& fn) {
       const std::string& argument = arguments[i].name();
       if (!facts.written[i] && (argument == "running_mean" || argument == "running_var"))
         facts.writes_unmarked = true;
+      if (argument == "training" && arguments[i].type()->kind() == c10::TypeKind::BoolType)
+        facts.training = static_cast<int>(i);
     }
-    facts.rerun =
+    const bool writes_nothing_else =
         std::strncmp(name, "aten::", 6) == 0 && !facts.in_place && !facts.random &&
-        !facts.writes_no_values && !facts.writes_unmarked &&
+        !facts.writes_no_values &&
         std::none_of(facts.written.begin(), facts.written.end(), [](bool w) { return w; });
+    facts.rerun = writes_nothing_else && !facts.writes_unmarked;
+    facts.rerun_unless_training =
+        writes_nothing_else && facts.writes_unmarked && facts.training >= 0;
   }
   return facts;
 }
 
 }  // namespace
+
+bool reruns(const OpFacts& facts, const at::RecordFunction& fn) {
+  if (facts.rerun) return true;
+  if (!facts.rerun_unless_training) return false;
+  const auto inputs = fn.inputs();
+  const size_t training = static_cast<size_t>(facts.training);
+  return training < inputs.size() && inputs[training].isBool() && !inputs[training].toBool();
+}
 
 const OpFacts& op_facts(const at::RecordFunction& fn) {
   static thread_local std::unordered_map<const char*, OpFacts> known;

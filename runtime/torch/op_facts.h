@@ -44,7 +44,16 @@ struct OpFacts {
   // no random numbers (a re-run would not see the inputs the op saw, or would make
   // other values by design).
   bool rerun = false;
+  // The same for an op whose only writes are the unmarked ones, made only in
+  // training: batch norm's running statistics. A call given training=False
+  // (evaluation, with running statistics) writes nothing and runs again.
+  // `training`: that argument's index.
+  bool rerun_unless_training = false;
+  int training = -1;
 };
+
+// Whether this call of the op can run again for a verdict (rerun above).
+bool reruns(const OpFacts& facts, const at::RecordFunction& fn);
 
 // The facts of the op `fn` runs. The reference stays valid for the thread's life.
 const OpFacts& op_facts(const at::RecordFunction& fn);

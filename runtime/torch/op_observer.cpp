@@ -34,6 +34,7 @@
 #include "op_pending.h"
 #include "op_verdict.h"
 #include "parameters.h"
+#include "record_kinds.h"
 #include "stats_cpu.h"
 #include "torch_tensor.h"
 
@@ -200,42 +201,12 @@ void note_writes(const at::RecordFunction& fn) {
   }
 }
 
-// A region torch.compile made: Inductor's kernels write their inputs without
-// ops (dynamo's record of the frame, AOTAutograd's autograd function).
-bool is_compiled_region(const at::RecordFunction& fn) {
-  return std::strncmp(fn.name(), "Torch-Compiled Region", 21) == 0 ||
-         std::strncmp(fn.name(), "CompiledFunction", 16) == 0;
-}
-
-// Records of torch.compile's machinery, not ops: a compiled region, Dynamo's look-up of
-// its compiled code.
-bool is_compiler_scope(const at::RecordFunction& fn) {
-  return is_compiled_region(fn) || std::strncmp(fn.name(), "TorchDynamo Cache Lookup", 24) == 0;
-}
-
 // Inside a compiled region the ops that run are the compiled code's own (Inductor's
 // extern kernels writing its buffers, from lines of generated code): not observed.
 // ovf sees into compiled graphs through their node checks instead (_compile_ops.py),
 // whose eager runs of a graph's nodes are observed, as a replay's ops are.
 bool in_compiled_code() {
   return t_in_compiled > 0 && !op_site_given() && !Monitor::instance().replaying();
-}
-
-// ovf's own custom ops (_compile.py's module hooks and node checks inside compiled
-// graphs): not ops of the program. The ops a node check runs again are then the
-// outermost, judged as each ends.
-bool is_ovf_op(const at::RecordFunction& fn) { return std::strncmp(fn.name(), "ovf::", 5) == 0; }
-
-bool is_collective(const at::RecordFunction& fn) {
-  return std::strncmp(fn.name(), "c10d::", 6) == 0;
-}
-
-// Gloo runs a collective's work on a thread of its own, inside a user-scope
-// record named after it ("gloo:all_reduce"): the ops in it (the division of a
-// reduce-scatter's average, the copy into its output) are the collective's,
-// like those it runs on the calling thread. Other user scopes are not ops.
-bool is_transport_work(const at::RecordFunction& fn) {
-  return std::strncmp(fn.name(), "gloo:", 5) == 0;
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
@@ -314,7 +285,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   op.start_inputs.clear();
   op.scanned.clear();
   op.arguments.clear();
-  if (op.facts->rerun) {
+  op.rerun = reruns(*op.facts, fn);
+  if (op.rerun) {
     op.arguments.assign(fn.inputs().begin(), fn.inputs().end());
     note_overload(fn, op.overload, 0);
   }

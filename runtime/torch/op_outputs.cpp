@@ -177,6 +177,7 @@ void end_op(const at::RecordFunction& fn, PendingOp& op, PendingOp* parent,
   e.op.carried_gradient = op.carried_gradient;
   e.op.carried_collective = op.carried_collective;
   e.op.overwrote_received = op.overwrote_received;
+  e.op.rerun = op.rerun;
   // Known and finite (the CPU's usual case): the inputs say nothing more.
   if (all_known && !known_nonfinite) return;
   // Swapped, not copied: both keep their capacity for the next op.

@@ -75,9 +75,11 @@ struct PendingOp {
   std::vector<int32_t> operands;
   std::vector<StartInput> start_inputs;  // judged with the outputs
   std::vector<ScannedOutput> scanned;    // by the ops nested in this one
-  // Its arguments as it was called (facts->rerun only): a producer is run on them
-  // again for its verdict (op_verdict.h). `overload`: the schema's overload name
-  // (the facts are learnt per name: add.Tensor's and add.Scalar's are one).
+  // Its arguments as it was called, when this call can run again (reruns(),
+  // op_facts.h): a producer is run on them again for its verdict (op_verdict.h).
+  // `overload`: the schema's overload name (the facts are learnt per name:
+  // add.Tensor's and add.Scalar's are one).
+  bool rerun = false;
   std::vector<c10::IValue> arguments;
   std::string overload;
 };

@@ -136,7 +136,7 @@ bool rerunning() { return t_rerunning; }
 uint32_t op_verdict(const EndedOp& e, const OutputLine& line, const Stats& made) {
   const OpFacts& facts = *e.op.facts;
   const std::string name(interned(facts.name_id));
-  if (!facts.rerun) {
+  if (!e.op.rerun) {
     if (name.rfind("aten::", 0) != 0)
       return intern("no verdict: " + name +
                     " is not an ATen op (not re-run: it may talk to "

@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 _calls = [0]
 
@@ -44,6 +45,12 @@ class Net(nn.Module):
             return torch.hypot(h, h)  # the machine: the same inputs give finite values
         if case == "in_place":
             return h.div_(h - h)  # written in place: not re-run
+        if case == "batch_norm_eval":  # running statistics 0 and 1, which it does not write
+            mean, var, scale = torch.zeros(4), torch.ones(4), torch.full((4,), 4e4)
+            return F.batch_norm(h.half(), mean.half(), var.half(), scale.half())  # h*4e4 > 65504
+        if case == "batch_norm_training":  # writes its running statistics: not re-run
+            mean, var, scale = torch.zeros(4), torch.ones(4), torch.full((4,), 3e38)
+            return F.batch_norm(h, mean, var, scale, training=True)  # normalised h * 3e38
         return h
 
 
