@@ -78,6 +78,17 @@ def llama_bf16():
     """A Llama-style decoder (RMSNorm, rotary attention, gated SiLU MLP) in bf16, whose
     MLP in layer 1 overflows bf16's range (3.4e38): SiLU(gate) times up, a product made
     outside any module, reaches down_proj as inf."""
+    model = llama(torch.bfloat16, mlp_scale=1e20)
+    ids = _ids()
+
+    def step(m, batch):
+        return m(input_ids=ids)
+
+    return model, step
+
+
+def llama(dtype, mlp_scale):
+    """The decoder of llama_bf16, its layer 1 MLP's gate and up weights times mlp_scale."""
     config = transformers.LlamaConfig(
         vocab_size=VOCAB,
         hidden_size=32,
@@ -93,15 +104,9 @@ def llama_bf16():
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(config).eval()
     with torch.no_grad():
-        model.model.layers[1].mlp.up_proj.weight.mul_(1e20)
-        model.model.layers[1].mlp.gate_proj.weight.mul_(1e20)
-    model.to(torch.bfloat16)
-    ids = _ids()
-
-    def step(m, batch):
-        return m(input_ids=ids)
-
-    return model, step
+        model.model.layers[1].mlp.up_proj.weight.mul_(mlp_scale)
+        model.model.layers[1].mlp.gate_proj.weight.mul_(mlp_scale)
+    return model.to(dtype)
 
 
 def bert():

@@ -19,7 +19,8 @@ a count of forwards.
 
 Usage inside a script: `with FirstNonFinite(__file__) as oracle: ...`, then
 `oracle.verdict()` -> "aten::log in <no module> at batch 1, real_models.py:57"
-or None.
+or None. The line is the innermost frame in the script, or in one of the files
+`lines_in` lists (a library's model code: torchvision's resnet.py).
 """
 
 import math
@@ -104,9 +105,10 @@ def _key(t):
 
 
 class FirstNonFinite(TorchDispatchMode):
-    def __init__(self, script):
+    def __init__(self, script, lines_in=()):
         super().__init__()
         self.script = os.path.abspath(script)
+        self.line_files = {self.script, *(os.path.abspath(f) for f in lines_in)}
         self.modules = []  # names of the modules whose forward runs
         self.found = None
         self._hooks = []
@@ -151,7 +153,7 @@ class FirstNonFinite(TorchDispatchMode):
 
     def _line(self):
         for frame in reversed(traceback.extract_stack()):
-            if os.path.abspath(frame.filename) == self.script:
+            if os.path.abspath(frame.filename) in self.line_files:
                 return f"{os.path.basename(frame.filename)}:{frame.lineno}"
         return "?"
 

@@ -1,0 +1,105 @@
+"""Forward-pass faults inside models nobody here wrote, at their real sizes and configs
+(random weights, nothing downloaded), for the replay at a module event: module mode sees
+the module, the replay names the op and line --ops names (tests/e2e/test_replay_models.py).
+Each loop counts its own `batch`; the first batch is healthy.
+
+    python3 replay_models.py CASE [--oracle]
+"""
+
+import argparse
+import os
+import sys
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+def resnet18_fp16():
+    """torchvision's resnet18 evaluated in float16, from a checkpoint whose layer3.1.bn2
+    learned a large scale (weight 150): normalised images stay far inside float16's range,
+    one batch whose images skipped the loader's Normalize (pixels 0..255) overflows there."""
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10).eval()
+    with torch.no_grad():
+        model.layer3[1].bn2.weight.mul_(150.0)
+    model.half()
+    pixels = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for batch in range(3):
+            images = torch.randn(4, 3, 64, 64, generator=pixels)
+            if batch == 1:
+                images = torch.rand(4, 3, 64, 64, generator=pixels) * 255
+            logits = model(images.half())  # line: resnet18_fp16
+            print(f"batch {batch} top class {logits.float().argmax(-1).tolist()}", flush=True)
+
+
+def vit_b_16_fp16():
+    """torchvision's vit_b_16 (12 layers, width 768) evaluated in float16, from a
+    checkpoint whose encoder layer 5 MLP output projection grew large in a bf16 fine-tune:
+    its weights fit float16, its outputs on some batches do not (batch 1: 6.9e4 > 65504)."""
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.vit_b_16(image_size=32, num_classes=10).eval()
+    with torch.no_grad():
+        model.encoder.layers.encoder_layer_5.mlp[3].weight.mul_(3.4e4)
+    model.half()
+    with torch.no_grad():
+        for batch in range(3):
+            images = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(batch))
+            logits = model(images.half())  # line: vit_b_16_fp16
+            print(f"batch {batch} top class {logits.float().argmax(-1).tolist()}", flush=True)
+
+
+def llama_fp16():
+    """A transformers Llama decoder (RMSNorm, rotary attention, gated SiLU MLP) evaluated
+    in float16: layer 1's MLP product SiLU(gate) * up, made in LlamaMLP.forward outside any
+    submodule, passes 65504 on some token batches (batch 1), not on others."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+    import transformers_models
+
+    model = transformers_models.llama(torch.float16, mlp_scale=967.0)
+    with torch.no_grad():
+        for batch, seed in enumerate([3, 1, 2]):
+            logits = model(input_ids=transformers_models._ids(seed=seed)).logits  # line: llama_fp16
+            print(f"batch {batch} logits abs max {logits.abs().max().item():.4g}", flush=True)
+
+
+CASES = {f.__name__: f for f in (resnet18_fp16, vit_b_16_fp16, llama_fp16)}
+
+
+def library_files():
+    """The model code whose lines the oracle names, as ovf names an op's line: the
+    innermost frame outside torch's own code."""
+    import torchvision.models.resnet
+    import torchvision.models.vision_transformer
+    import transformers.models.llama.modeling_llama
+
+    return [
+        torchvision.models.resnet.__file__,
+        torchvision.models.vision_transformer.__file__,
+        transformers.models.llama.modeling_llama.__file__,
+    ]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("case", choices=sorted(CASES))
+    p.add_argument("--oracle", action="store_true")
+    args = p.parse_args()
+    if not args.oracle:
+        CASES[args.case]()
+        return
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from dispatch_oracle import FirstNonFinite
+
+    with FirstNonFinite(__file__, lines_in=library_files()) as oracle:
+        CASES[args.case]()
+    print(f"oracle: {oracle.verdict() or 'none'}")
+
+
+if __name__ == "__main__":
+    main()
