@@ -101,10 +101,11 @@ def test_the_debuggers_stop_summary_names_the_replayed_op(debugger, case):
         timeout=300,
     )
     assert debugger.hits(out) == 1, out
+    said = rf"replay: replayed the forward of {root} with its ops observed \(\d+\.\d\d s\)"
+    where = rf"produced by {re.escape(op)} in {re.escape(module)} at {re.escape(line)} in forward"
     block = (
-        rf"\n(?P<p> +)replay: replayed the forward of {root} with its ops observed \(\d+\.\d\d s\)\n"
-        rf"(?P=p)  produced by {re.escape(op)} in {re.escape(module)} at {re.escape(line)} in"
-        rf" forward\n(?P=p)  why: {re.escape(why)}\n(?P=p)  verdict: {re.escape(verdict)}\n"
+        rf"\n(?P<p> +){said}\n(?P=p)  {where}\n"
+        rf"(?P=p)  why: {re.escape(why)}\n(?P=p)  verdict: {re.escape(verdict)}\n"
     )
     assert len(re.findall(block, out)) == 2, out  # the stop summary and ovf status
     assert f"batch {batch} " not in out.split("ovf break-on-nan")[-1], out

@@ -11,8 +11,6 @@ import os
 import sys
 
 import torch
-from torch import nn
-from torch.nn import functional as F
 
 
 def resnet18_fp16():
