@@ -32,17 +32,18 @@ void FrameBuilder::add_line(const ovf_record& line) {
   if (line.flags & OVF_FLAG_NONFINITE) records_.front().flags |= OVF_FLAG_NONFINITE;
 }
 
-void FrameBuilder::add_tensor(ovf_record_kind kind, uint32_t label_id, const TensorView& view,
-                              DeviceId device) {
+Stats FrameBuilder::add_tensor(ovf_record_kind kind, uint32_t label_id, const TensorView& view,
+                               DeviceId device, const Stats* known) {
   if (full()) {
     records_.front().flags |= OVF_FLAG_TRUNCATED;
-    return;
+    return Stats{};
   }
-  const Stats stats = compute_stats_cpu(view, cast_counts_asked());
+  const Stats stats = known != nullptr ? *known : compute_stats_cpu(view, cast_counts_asked());
   add_stats(kind, label_id, stats, view.dtype, device);
   if (!mask_like_input(kind, stats)) measure_rows_if_first(view, stats, records_.back());
   const ovf_dtype against = headroom_dtype();
   if (against != OVF_DTYPE_UNKNOWN) set_headroom(against, headroom_underflow(view, against));
+  return stats;
 }
 
 void FrameBuilder::add_stats(ovf_record_kind kind, uint32_t label_id, const Stats& s,

@@ -25,8 +25,11 @@ class FrameBuilder {
   // `frame_flags` go on the FRAME record as they are (OVF_FLAG_COMPILED).
   void begin(uint32_t module_name_id, uint32_t class_name_id, bool is_root,
              uint64_t forward_start = OVF_NO_SEQ, uint32_t frame_flags = 0);
-  // A tensor in host memory: the CPU engine's stats, and its headroom when asked.
-  void add_tensor(ovf_record_kind kind, uint32_t label_id, const TensorView& view, DeviceId device);
+  // A tensor in host memory: the CPU engine's stats (or `known`, what it holds,
+  // read already), and its headroom when asked. Returns the stats (none when the
+  // frame is full).
+  Stats add_tensor(ovf_record_kind kind, uint32_t label_id, const TensorView& view, DeviceId device,
+                   const Stats* known = nullptr);
   // A line whose stats were computed elsewhere (weight cache, a device engine).
   void add_stats(ovf_record_kind kind, uint32_t label_id, const Stats& stats, ovf_dtype dtype,
                  DeviceId device, uint32_t extra_flags = 0);

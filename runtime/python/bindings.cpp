@@ -19,6 +19,7 @@
 #include "py_replay.h"
 #include "py_response.h"
 #include "py_snapshot.h"
+#include "recent_stats.h"
 #include "report.h"
 #include "response.h"
 #include "ring_writer.h"
@@ -294,6 +295,12 @@ PYBIND11_MODULE(_ovf, m) {
   m.def("_known_finite_hits", &ovf::known_finite_hits,
         "Test hook: in-place ops' written inputs on this thread judged without a scan (known "
         "finite since an earlier op's output and unchanged), so far.");
+  m.def("_recent_stats_hits", &ovf::recent_stats_hits,
+        "Test hook: module inputs and outputs on this thread whose statistics an earlier hook "
+        "of the same forward read (recent_stats.h), so far.");
+  m.def("_use_recent_stats", &ovf::use_recent_stats, py::arg("on"),
+        "Benchmark hook: module hooks read every input and output again (False), or take "
+        "what an earlier hook of the forward read (True, the default).");
   m.def("flush_device_frames", &ovf::flush_device_frames,
         "Waits for every frame whose device statistics are on their way and judges it "
         "(the end of a session, the process's exit): prints what it reports, never raises; "

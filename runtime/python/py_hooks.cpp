@@ -18,6 +18,7 @@
 #include "py_response.h"
 #include "py_snapshot.h"
 #include "py_values.h"
+#include "recent_stats.h"
 #include "ring_writer.h"
 #include "sample_log.h"
 #include "torch_tensor.h"
@@ -135,6 +136,9 @@ void on_forward(PyObject* module, PyObject* args, PyObject* kwargs, PyObject* ou
   if (read_control(ovf_state.control.observe) & OVF_OBSERVE_BACKWARD)
     watch_output_gradients(entry.name_id, output);
   act(Monitor::instance().finish_frame(frame));
+  // Outside every forward that a pre-hook began (the root's): nothing of this
+  // call's values is read again as a later call's.
+  if (innermost_module() == OVF_NO_ID) forget_recent_stats();
 }
 
 // One line, whatever the error's text holds (pybind11 appends a traceback).
@@ -261,6 +265,7 @@ void forward_pre_hook(py::handle module, py::handle /*args*/) {
   if (!replaying) {
     if (module.ptr() == g_root) {
       clear_modules_on_thread();  // drops entries of forwards that raised
+      forget_recent_stats();      // what the last forward read may have changed since
       Monitor::instance().begin_root_forward();
       raise_pending();
       if (running()) guarded([] { poll_device_frames(); });

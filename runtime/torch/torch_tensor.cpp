@@ -6,6 +6,7 @@
 #include "device_batch.h"
 #include "device_engine.h"
 #include "own_ops.h"
+#include "recent_stats.h"
 #include "row_scan.h"
 #include "stats_cpu.h"
 
@@ -76,7 +77,16 @@ void add_tensor_line(FrameBuilder& frame, ovf_record_kind kind, uint32_t label,
   if (uses_device_engine(t)) {
     add_device_line(frame, kind, label, t);
   } else if (readable_view(t, &view)) {
-    frame.add_tensor(kind, label, view, device_id_of(t));
+    // A module's inputs and outputs are mostly tensors an earlier hook of this
+    // forward read (recent_stats.h); its parameters are read at every forward.
+    if (kind != OVF_KIND_INPUT && kind != OVF_KIND_OUTPUT) {
+      frame.add_tensor(kind, label, view, device_id_of(t));
+      return;
+    }
+    const bool casts = cast_counts_asked();
+    const Stats* known = recent_stats(t, view, casts);
+    const Stats stats = frame.add_tensor(kind, label, view, device_id_of(t), known);
+    if (known == nullptr) remember_stats(t, view, casts, stats);
   } else {
     frame.add_value(kind, label, OVF_FLAG_NO_DATA);
   }
