@@ -267,6 +267,21 @@ def test_with_the_capture_a_backward_nan_is_replayed_and_named_as_ops_backward_d
     ), captured.stdout
 
 
+def test_a_backward_replay_whose_forward_left_the_run_says_where():
+    """Block doubles its output and takes sqrt's gradient at 0 on the run's call only:
+    the replayed forward (its third call) makes half the values and a finite backward;
+    the first module whose statistics differ from the run's is named."""
+    p = run_ovf("--capture", "optimizer", SCRIPT, "backward_noise")
+    assert p.returncode == 1, p.stderr
+    assert re.fullmatch(
+        r"ovf: the replay of the forward and the backward of Net made no non-finite value"
+        r" \(\d+\.\d\d s\): it diverged from the run at block \(first difference: output abs"
+        r" max 5\.38e\+00 in the run, 2\.69e\+00 in the replay\): nondeterministic kernels,"
+        r" state the step changes, or a hardware fault",
+        ovf_lines(p.stdout)[1],
+    ), p.stdout
+
+
 @pytest.mark.parametrize(
     "flags, said",
     [

@@ -68,7 +68,7 @@ def run(frame_seq, batch, compiled):
 
     stepping = _optimizer.checking()
     if stepping is not None:
-        return _replay_optimizer.run(stepping, _parameter_names())
+        return _replay_optimizer.run(stepping, _parameter_names(), frame_seq)
     held = _held_step.latest()
     module = held.module() if held is not None else None
     if module is None:

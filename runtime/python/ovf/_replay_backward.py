@@ -15,12 +15,14 @@ import time
 
 import torch
 
-from . import _held_step, _ovf, _replay
+from . import _held_step, _ovf, _replay, _replay_check
 
 
-def run(optimizer, before, gradient_of):
-    """The replay's line at `optimizer`'s event whose step read a non-finite gradient
-    (of the parameter named `gradient_of`); `before`: the step's capture."""
+def run(optimizer, before, gradient_of, event_seq):
+    """The replay's line at `optimizer`'s event (its STEP record `event_seq`) whose step
+    read a non-finite gradient (of the parameter named `gradient_of`); `before`: the
+    step's capture. The replayed forward's module outputs are compared with the run's
+    (_replay_check.py): a replay that left the run says where."""
     said = (
         f"not replayed: {type(optimizer).__name__}.step() read a non-finite gradient of"
         f" {gradient_of}, made before the step"
@@ -51,11 +53,20 @@ def run(optimizer, before, gradient_of):
             module, held, calls.pre, calls.post, backward=_backward(module, held)
         )
     took = f"{time.perf_counter() - started:.2f} s"
+    where = ""
+    if error is None:
+        where = _replay_check.first_difference(
+            module, held.start_seq, event_seq, calls.outputs, found=False, whole=True
+        )
+    left = where.startswith("at ")  # the first module whose statistics differ from the run's
     if _ovf.replay_found():
-        return (
+        said = (
             f"replayed the forward and the backward of {name} from the parameters"
             f" {type(optimizer).__name__}.step() began with, their ops observed ({took})"
         )
+        if left:
+            said += f"; but its forward diverged from the run {where}: {_replay.CAUSES}"
+        return said
     if error is not None:
         return (
             f"the replay of the forward and the backward of {name} {error} before any op made"
@@ -68,7 +79,8 @@ def run(optimizer, before, gradient_of):
         )
     return (
         f"the replay of the forward and the backward of {name} made no non-finite value"
-        f" ({took}): it diverged from the run ({_replay.CAUSES})"
+        f" ({took}): it diverged from the run"
+        + (f" {where}: {_replay.CAUSES}" if left else f" ({_replay.CAUSES})")
     )
 
 

@@ -43,11 +43,13 @@ class Outputs:
         self.calls.append((module, stats_of(tensor) if tensor is not None else None))
 
 
-def first_difference(root, start_seq, event_seq, outputs, found):
+def first_difference(root, start_seq, event_seq, outputs, found, whole=False):
     """Where the replay's outputs first differ from the run's frames of the forward that
     began at `start_seq` (up to the event FRAME `event_seq`), in words, or "" where
     they agree (or cannot be compared: said in words too). `found`: the replay named
-    its producer, so it stopped before the event's module returned."""
+    its producer, so it stopped before the event's module returned. `whole`: the replay
+    ran the whole forward (a backward's replay: the event, the optimizer's STEP, came
+    after the run's other modules too, its loss module's)."""
     from ovf_ring.report import format_8_2e
 
     run = _run_outputs(_OwnRing(), start_seq, event_seq)
@@ -56,6 +58,8 @@ def first_difference(root, start_seq, event_seq, outputs, found):
     replayed = outputs.calls
     if found:
         run = run[:-1]  # the event's module: the replay ended inside it
+    if whole:
+        run = run[: len(replayed)]
     paths = {m: p for p, m in root.named_modules()}
     for i, (name, ran) in enumerate(run):
         if i >= len(replayed):

@@ -86,9 +86,9 @@ def _state_copy(state):
     return out
 
 
-def run(optimizer, names):
-    """The replay's line at an event of `optimizer`'s step; `names`: {parameter: its
-    module path name}, for the gradient a refusal names."""
+def run(optimizer, names, event_seq):
+    """The replay's line at an event of `optimizer`'s step (its STEP record `event_seq`);
+    `names`: {parameter: its module path name}, for the gradient a refusal names."""
     kind = type(optimizer).__name__
     bad = next(
         (
@@ -103,7 +103,7 @@ def run(optimizer, names):
     if bad is not None and before is not None:
         from . import _replay_backward
 
-        return _replay_backward.run(optimizer, before, names.get(bad, "a parameter"))
+        return _replay_backward.run(optimizer, before, names.get(bad, "a parameter"), event_seq)
     if bad is not None:
         return (
             f"not replayed: {kind}.step() read a non-finite gradient of"

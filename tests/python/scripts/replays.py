@@ -28,6 +28,9 @@ class Block(nn.Module):
             return h * 1e38 * 1e38  # made: overflow
         if case == "outside_noise" and CALLS[0] == 2:
             return h * float("inf")  # the run's second call only: a replay is the third
+        if case == "backward_noise" and CALLS[0] == 2:
+            # the run's call only: twice the values, and sqrt's gradient at 0 in its backward
+            return 2 * h + (h - h.detach()).pow(2).sqrt()
         if case in ("upstream_noise", "noise_then_overflow") and CALLS[0] == 2:
             return h * 1e30  # finite, the run's call only: Scale overflows after it
         return h
