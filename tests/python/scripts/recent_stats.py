@@ -4,10 +4,9 @@ between two modules (its version moves), and a loader's buffer rewritten through
 numpy view between batches (no version moves). Batch 2's weights overflow: the report
 shows both frames."""
 
+import ovf
 import torch
 from torch import nn
-
-import ovf
 
 
 class Net(nn.Module):
