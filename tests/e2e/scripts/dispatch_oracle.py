@@ -20,7 +20,9 @@ a count of forwards.
 Usage inside a script: `with FirstNonFinite(__file__) as oracle: ...`, then
 `oracle.verdict()` -> "aten::log in <no module> at batch 1, real_models.py:57"
 or None. The line is the innermost frame in the script, or in one of the files
-`lines_in` lists (a library's model code: torchvision's resnet.py).
+`lines_in` lists (a library's model code: torchvision's resnet.py); the batch is the
+`batch` of the script's frames, or of those of the scripts `steps_in` lists (a case
+that runs another script's training loop).
 """
 
 import math
@@ -105,10 +107,11 @@ def _key(t):
 
 
 class FirstNonFinite(TorchDispatchMode):
-    def __init__(self, script, lines_in=()):
+    def __init__(self, script, lines_in=(), steps_in=()):
         super().__init__()
         self.script = os.path.abspath(script)
-        self.line_files = {self.script, *(os.path.abspath(f) for f in lines_in)}
+        self.step_files = {self.script, *(os.path.abspath(f) for f in steps_in)}
+        self.line_files = self.step_files | {os.path.abspath(f) for f in lines_in}
         self.modules = []  # names of the modules whose forward runs
         self.found = None
         self._hooks = []
@@ -144,7 +147,7 @@ class FirstNonFinite(TorchDispatchMode):
         """The script's loop counter `batch` where the op runs, or None."""
         frame = sys._getframe()
         while frame is not None:
-            if os.path.abspath(frame.f_code.co_filename) == self.script:
+            if os.path.abspath(frame.f_code.co_filename) in self.step_files:
                 step = frame.f_locals.get("batch")
                 if isinstance(step, int):
                     return step

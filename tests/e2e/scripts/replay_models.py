@@ -66,21 +66,38 @@ def llama_fp16():
             print(f"batch {batch} logits abs max {logits.abs().max().item():.4g}", flush=True)
 
 
-CASES = {f.__name__: f for f in (resnet18_fp16, vit_b_16_fp16, llama_fp16)}
+def nanogpt_left_padding():
+    """real_models.py's minGPT-style decoder with a key padding mask, left-padded: a row
+    of attention scores masked whole, softmax's 0/0 (its training loop, run from here)."""
+    real_models().left_padding()
+
+
+def real_models():
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import real_models
+
+    return real_models
+
+
+CASES = {f.__name__: f for f in (resnet18_fp16, vit_b_16_fp16, llama_fp16, nanogpt_left_padding)}
 
 
 def library_files():
     """The model code whose lines the oracle names, as ovf names an op's line: the
-    innermost frame outside torch's own code."""
-    import torchvision.models.resnet
-    import torchvision.models.vision_transformer
-    import transformers.models.llama.modeling_llama
+    innermost frame outside torch's own code (of the libraries installed)."""
+    import importlib
 
-    return [
-        torchvision.models.resnet.__file__,
-        torchvision.models.vision_transformer.__file__,
-        transformers.models.llama.modeling_llama.__file__,
-    ]
+    files = []
+    for name in (
+        "torchvision.models.resnet",
+        "torchvision.models.vision_transformer",
+        "transformers.models.llama.modeling_llama",
+    ):
+        try:
+            files.append(importlib.import_module(name).__file__)
+        except ImportError:
+            pass
+    return files
 
 
 def main():
@@ -94,7 +111,9 @@ def main():
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from dispatch_oracle import FirstNonFinite
 
-    with FirstNonFinite(__file__, lines_in=library_files()) as oracle:
+    with FirstNonFinite(
+        __file__, lines_in=library_files(), steps_in=[real_models().__file__]
+    ) as oracle:
         CASES[args.case]()
     print(f"oracle: {oracle.verdict() or 'none'}")
 
