@@ -6,6 +6,7 @@ dispatch-mode oracle names, in Python mode, and in gdb's and LLDB's stop summary
 `ovf step-into` reaches the producing line with its locals."""
 
 import functools
+import importlib.metadata
 import importlib.util
 import os
 import re
@@ -15,6 +16,7 @@ from harness import PACKAGE_PARENT, PYTHON, TOP, clean_env, run_bounded
 
 SCRIPT = os.path.join(TOP, "tests", "e2e", "scripts", "replay_models.py")
 ENV = clean_env(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+TORCH = importlib.metadata.version("torch")  # the interpreter under test's (it runs pytest)
 # What each case's replay says (a run of the case gives the rest): the root it replays,
 # and the why-line and float64 verdict of the op it names.
 CASES = {
@@ -27,8 +29,11 @@ CASES = {
     "vit_b_16_fp16": (
         "VisionTransformer",
         "aten::linear overflow: results exceed float16's max 6.55e+04 (largest input abs max"
-        " 1.34e+03)",
-        "finite in float64 (abs max 6.93e+04): float16's range or precision here",
+        " 1.30e+03)",
+        # torchvision 0.21 (torch 2.6) draws other initial weights than 0.29 (torch 2.14)
+        "finite in float64 (abs max {}): float16's range or precision here".format(
+            "7.74e+04" if TORCH.startswith("2.6.") else "6.73e+04"
+        ),
     ),
     "nanogpt_left_padding": (
         "GPT",

@@ -4,6 +4,7 @@ between two hooks is read again (its version moved); a tensor rewritten without 
 version (a numpy view of a loader's buffer) is read again at the next forward."""
 
 import os
+import re
 import subprocess
 
 from build_paths import PACKAGE_PARENT, PYTHON
@@ -24,8 +25,11 @@ def test_a_tensor_changed_since_an_earlier_hook_read_it_is_read_again():
     frames = p.stdout[p.stdout.index("*** Starting batch number=2 ***") :]
     # batch 2's buffer holds 3s (batch 1's 2s were read by that forward's hooks)
     assert "\n3.00e+00 3.00e+00 input[0]\n8.23e-01 3.21e+00 output\n" in frames, p.stdout
-    # b's input is a's output times 1000, written after a's hook read it
-    assert "\n8.23e+02 3.21e+03 input[0]\n     nan      nan output\n" in frames, p.stdout
+    # b's input is a's output times 1000, written after a's hook read it (its output: inf
+    # or nan, as the BLAS sums infinities of both signs)
+    assert re.search(r"\n8\.23e\+02 3\.21e\+03 input\[0\]\n +(nan|inf) +\1 output\n", frames), (
+        p.stdout
+    )
     # batch 1's root frame: its input as the forward read it
     batch1 = p.stdout[: p.stdout.index("*** Starting batch number=2 ***")]
     assert "                   Net\n2.00e+00 2.00e+00 input[0]\n" in batch1, p.stdout

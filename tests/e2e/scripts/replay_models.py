@@ -37,17 +37,19 @@ def resnet18_fp16():
 def vit_b_16_fp16():
     """torchvision's vit_b_16 (12 layers, width 768) evaluated in float16, from a
     checkpoint whose encoder layer 5 MLP output projection grew large in a bf16 fine-tune:
-    its weights fit float16, its outputs on some batches do not (batch 1: 6.9e4 > 65504)."""
+    its weights fit float16, its outputs on some batches do not (batch 1, image seed 3:
+    6.7e4 > 65504; seeds 8 and 2 stay under it, by 4% and 2%, with torch 2.6's and 2.14's
+    initialisations alike)."""
     import torchvision
 
     torch.manual_seed(0)
     model = torchvision.models.vit_b_16(image_size=32, num_classes=10).eval()
     with torch.no_grad():
-        model.encoder.layers.encoder_layer_5.mlp[3].weight.mul_(3.4e4)
+        model.encoder.layers.encoder_layer_5.mlp[3].weight.mul_(3.3e4)
     model.half()
     with torch.no_grad():
-        for batch in range(3):
-            images = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(batch))
+        for batch, seed in enumerate([8, 3, 2]):
+            images = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(seed))
             logits = model(images.half())  # line: vit_b_16_fp16
             print(f"batch {batch} top class {logits.float().argmax(-1).tolist()}", flush=True)
 
