@@ -15,7 +15,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = str(THREADS)
 
 import torch  # noqa: E402
-from _verdict import exit_status  # noqa: E402,F401 - every benchmark ends the same way
+from _verdict import exit_status, print_targets  # noqa: E402,F401 - every benchmark ends the same way
 
 torch.set_num_threads(THREADS)
 try:

@@ -2,6 +2,14 @@
 process does not load it)."""
 
 
+def print_targets(missed, met):
+    """One `TARGET MISSED: ...` line per missed target, or the line `met` when none was."""
+    for m in missed:
+        print(f"TARGET MISSED: {m}")
+    if not missed:
+        print(met)
+
+
 def exit_status(missed, quick):
     """1 when a target was missed in a full run. A --quick run is a smoke test
     (the test command runs every benchmark that way so that none can rot): its

@@ -113,10 +113,7 @@ def main(argv=None):
         if ratio > TARGET:
             missed.append(f"{name}: ovf {ratio:.3f}x plain > {TARGET}x")
     print()
-    for m in missed:
-        print(f"TARGET MISSED: {m}")
-    if not missed:
-        print(f"target met: ovf <= {TARGET}x plain")
+    _common.print_targets(missed, f"target met: ovf <= {TARGET}x plain")
     print(_common.load_line("end"))
     return _common.exit_status(missed, args.quick)
 

@@ -78,7 +78,7 @@ from _debugger_runs import (  # noqa: E402
     mode_e,
     mode_l,
 )
-from _verdict import exit_status  # noqa: E402
+from _verdict import exit_status, print_targets  # noqa: E402
 
 FRAMES_TARGET_S = 1.0
 RATIO_TARGET = 1.15
@@ -331,10 +331,7 @@ def main():
             " lldb started on the core with it:"
             f" {median([r['lldb + frames'] for r in lldb_runs]):.3f} s"
         )
-    for m in missed:
-        print(f"TARGET MISSED: {m}")
-    if not missed:
-        print("targets met")
+    print_targets(missed, "targets met")
     if args.reps < 3:
         print("(fewer than 3 repetitions: a smoke test, not a result)")
     return exit_status(missed, args.quick)

@@ -194,10 +194,9 @@ def main(argv=None):
             if ratios[m] > target
         ]
     print()
-    for m in missed:
-        print(f"TARGET MISSED: {m}")
-    if not missed:
-        print("targets met: " + ", ".join(f"{m} <= {t}x" for m, t in TARGETS.items()))
+    _common.print_targets(
+        missed, "targets met: " + ", ".join(f"{m} <= {t}x" for m, t in TARGETS.items())
+    )
     print(_common.load_line("end"))
     return _common.exit_status(missed, args.quick)
 

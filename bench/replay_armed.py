@@ -85,7 +85,9 @@ def main(argv=None):
     module, armed = _common.median(us[False]), _common.median(us[True])
     added = armed - module
     print()
-    print(f"one-layer step, module mode:             {module:8.1f} us (median of {rounds} x {steps})")
+    print(
+        f"one-layer step, module mode:             {module:8.1f} us (median of {rounds} x {steps})"
+    )
     print(f"one-layer step, module mode + replay:    {armed:8.1f} us")
     print(f"the replay armed adds:                   {added:8.1f} us a step")
     print()
@@ -98,10 +100,7 @@ def main(argv=None):
         if share > SHARE_TARGET:
             missed.append(f"{name}: the replay armed {share * 100:.3f}% of a step > 0.5%")
     print()
-    for m in missed:
-        print(f"TARGET MISSED: {m}")
-    if not missed:
-        print("target met: the replay armed <= 0.5% of each model's step")
+    _common.print_targets(missed, "target met: the replay armed <= 0.5% of each model's step")
     print(_common.load_line("end"))
     return _common.exit_status(missed, args.quick)
 

@@ -230,3 +230,21 @@ class FirstNonFinite(TorchDispatchMode):
 
     def verdict(self):
         return self.found
+
+
+def case_main(script, cases, oracle_files=dict):
+    """A case script's command line: `CASE` runs cases[CASE]; `CASE --oracle` runs it
+    under FirstNonFinite(script, **oracle_files()) and prints its verdict as the last line,
+    "oracle: <op> in <module> at batch N, file:line" or "oracle: none"."""
+    import argparse
+
+    p = argparse.ArgumentParser()
+    p.add_argument("case", choices=sorted(cases))
+    p.add_argument("--oracle", action="store_true")
+    args = p.parse_args()
+    if not args.oracle:
+        cases[args.case]()
+        return
+    with FirstNonFinite(script, **oracle_files()) as oracle:
+        cases[args.case]()
+    print(f"oracle: {oracle.verdict() or 'none'}")

@@ -14,7 +14,6 @@ its verdict as the last line: "oracle: <op> in <module> at batch N, file:line"
 or "oracle: none".
 """
 
-import argparse
 import os
 import sys
 
@@ -394,21 +393,8 @@ CASES = {
 }
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("case", choices=sorted(CASES))
-    p.add_argument("--oracle", action="store_true")
-    args = p.parse_args()
-    if not args.oracle:
-        CASES[args.case]()
-        return
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from dispatch_oracle import FirstNonFinite
-
-    with FirstNonFinite(__file__) as oracle:
-        CASES[args.case]()
-    print(f"oracle: {oracle.verdict() or 'none'}")
-
-
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from dispatch_oracle import case_main
+
+    case_main(__file__, CASES)

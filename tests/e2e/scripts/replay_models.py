@@ -6,7 +6,6 @@ Each loop counts its own `batch`; the first batch is healthy.
     python3 replay_models.py CASE [--oracle]
 """
 
-import argparse
 import os
 import sys
 
@@ -102,23 +101,12 @@ def library_files():
     return files
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("case", choices=sorted(CASES))
-    p.add_argument("--oracle", action="store_true")
-    args = p.parse_args()
-    if not args.oracle:
-        CASES[args.case]()
-        return
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from dispatch_oracle import FirstNonFinite
-
-    with FirstNonFinite(
-        __file__, lines_in=library_files(), steps_in=[real_models().__file__]
-    ) as oracle:
-        CASES[args.case]()
-    print(f"oracle: {oracle.verdict() or 'none'}")
+def oracle_files():
+    return {"lines_in": library_files(), "steps_in": [real_models().__file__]}
 
 
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from dispatch_oracle import case_main
+
+    case_main(__file__, CASES, oracle_files)
