@@ -28,7 +28,8 @@ def check_stack_and_locals(out):
         "gpt_log_loss",
         "    <- the program's code (ovf py-locals)",
     ), stack
-    assert [f[2] for f in frames] == ["gpt_log_loss", "main", "<module>"]
+    # the case, the scripts' command line (dispatch_oracle.case_main), the script
+    assert [f[2] for f in frames] == ["gpt_log_loss", "case_main", "<module>"]
     lines = between(out, "ovf: locals of gpt_log_loss").splitlines()
     assert lines[:2] == [
         f'ovf: locals of gpt_log_loss ("{SCRIPT}", line {line}):',
