@@ -15,7 +15,7 @@ constexpr int kMaxDims = 8;      // tensors of more dimensions are not noted
 struct Entry {
   c10::weak_intrusive_ptr<c10::TensorImpl> impl{
       c10::weak_intrusive_ptr<c10::TensorImpl>(c10::intrusive_ptr<c10::TensorImpl>())};
-  uint32_t version = 0;
+  int64_t version = 0;
   const void* data = nullptr;
   ovf_dtype dtype = OVF_DTYPE_UNKNOWN;
   int ndim = 0;
