@@ -52,14 +52,7 @@ class TimedHooks:
 def bench(name, ovf, quick):
     from ovf import _ovf
 
-    model, inputs, targets = real_models_overhead.build(name, quick)
-    optimizer = real_models_overhead.torch.optim.AdamW(model.parameters(), lr=1e-5)
-
-    def step():
-        optimizer.zero_grad()
-        real_models_overhead.loss_of(model, inputs, targets).backward()
-        optimizer.step()
-
+    model, _, step = real_models_overhead.training_step(name, quick)
     for _ in range(2):
         step()
     timer = TimedHooks(ovf)

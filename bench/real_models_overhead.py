@@ -134,7 +134,9 @@ def enter(mode, model, optimizer, ovf):
     return leave
 
 
-def bench(name, ovf, quick):
+def training_step(name, quick):
+    """(model, optimizer, step): `name` built, and its step, zero_grad, forward, loss,
+    backward and an AdamW step on the same synthetic batch each time."""
     model, inputs, targets = build(name, quick)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
 
@@ -143,6 +145,11 @@ def bench(name, ovf, quick):
         loss_of(model, inputs, targets).backward()
         optimizer.step()
 
+    return model, optimizer, step
+
+
+def bench(name, ovf, quick):
+    model, optimizer, step = training_step(name, quick)
     for _ in range(2):  # warm-up: allocator, optimizer state
         step()
     rounds, steps = (2, 1) if quick else (5, 3)

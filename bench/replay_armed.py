@@ -56,14 +56,7 @@ def tiny_step_us(ovf, armed, steps):
 
 
 def plain_step_s(name, quick):
-    model, inputs, targets = real_models_overhead.build(name, quick)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
-
-    def step():
-        optimizer.zero_grad()
-        real_models_overhead.loss_of(model, inputs, targets).backward()
-        optimizer.step()
-
+    _, _, step = real_models_overhead.training_step(name, quick)
     step()
     times = []
     for _ in range(1 if quick else 3):

@@ -265,7 +265,7 @@ void forward_pre_hook(py::handle module, py::handle /*args*/) {
   if (!replaying) {
     if (module.ptr() == g_root) {
       clear_modules_on_thread();  // drops entries of forwards that raised
-      forget_recent_stats();      // what the last forward read may have changed since
+      forget_recent_stats();      // a forward that raised never reached its last frame
       Monitor::instance().begin_root_forward();
       raise_pending();
       if (running()) guarded([] { poll_device_frames(); });

@@ -12,9 +12,13 @@ namespace {
 constexpr size_t kEntries = 32;  // a forward's recent values; older ones are rarely read again
 constexpr int kMaxDims = 8;      // tensors of more dimensions are not noted
 
+using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl>;
+
+// A reference to no tensor: matches none, holds no memory.
+WeakImpl no_tensor() { return WeakImpl(c10::intrusive_ptr<c10::TensorImpl>()); }
+
 struct Entry {
-  c10::weak_intrusive_ptr<c10::TensorImpl> impl{
-      c10::weak_intrusive_ptr<c10::TensorImpl>(c10::intrusive_ptr<c10::TensorImpl>())};
+  WeakImpl impl = no_tensor();
   int64_t version = 0;
   const void* data = nullptr;
   ovf_dtype dtype = OVF_DTYPE_UNKNOWN;
@@ -64,7 +68,7 @@ void remember_stats(const at::Tensor& t, const TensorView& view, bool casts, con
   if (!versioned(t) || view.ndim > kMaxDims || !stats.has_stats) return;
   Entry& e = t_table.entries[t_table.next];
   t_table.next = (t_table.next + 1) % kEntries;
-  e.impl = c10::weak_intrusive_ptr<c10::TensorImpl>(t.getIntrusivePtr());
+  e.impl = WeakImpl(t.getIntrusivePtr());
   e.version = t._version();
   e.data = view.data;
   e.dtype = view.dtype;
@@ -79,9 +83,7 @@ void remember_stats(const at::Tensor& t, const TensorView& view, bool casts, con
 }
 
 void forget_recent_stats() {
-  // An empty reference matches no tensor; the tensors' memory is not held either.
-  for (Entry& e : t_table.entries)
-    e.impl = c10::weak_intrusive_ptr<c10::TensorImpl>(c10::intrusive_ptr<c10::TensorImpl>());
+  for (Entry& e : t_table.entries) e.impl = no_tensor();
 }
 
 uint64_t recent_stats_hits() { return t_table.hits; }

@@ -79,14 +79,11 @@ void add_tensor_line(FrameBuilder& frame, ovf_record_kind kind, uint32_t label,
   } else if (readable_view(t, &view)) {
     // A module's inputs and outputs are mostly tensors an earlier hook of this
     // forward read (recent_stats.h); its parameters are read at every forward.
-    if (kind != OVF_KIND_INPUT && kind != OVF_KIND_OUTPUT) {
-      frame.add_tensor(kind, label, view, device_id_of(t));
-      return;
-    }
+    const bool may_be_recent = kind == OVF_KIND_INPUT || kind == OVF_KIND_OUTPUT;
     const bool casts = cast_counts_asked();
-    const Stats* known = recent_stats(t, view, casts);
+    const Stats* known = may_be_recent ? recent_stats(t, view, casts) : nullptr;
     const Stats stats = frame.add_tensor(kind, label, view, device_id_of(t), known);
-    if (known == nullptr) remember_stats(t, view, casts, stats);
+    if (may_be_recent && known == nullptr) remember_stats(t, view, casts, stats);
   } else {
     frame.add_value(kind, label, OVF_FLAG_NO_DATA);
   }

@@ -80,12 +80,9 @@ def first_nonfinite_only_in_run(root, start_seq, event_seq, outputs):
     run = _run_outputs(_OwnRing(), start_seq, event_seq)
     paths = {m: p for p, m in root.named_modules()}
     for (name, ran), (module, again) in zip(run or [], outputs.calls, strict=False):
-        if (
-            ran is not None
-            and again is not None
-            and holds_nonfinite(ran)
-            and not (holds_nonfinite(again))
-        ):
+        if ran is None or again is None:
+            continue
+        if holds_nonfinite(ran) and not holds_nonfinite(again):
             return name or paths.get(module) or "", type(module).__name__, ran, again
     return None
 
