@@ -52,6 +52,32 @@ def test_only_the_rank_that_goes_non_finite_reports(tmp_path):
     assert "Detected inf/nan" not in rank_stdout(tmp_path / "logs", 0)
 
 
+def test_a_replay_sends_no_collective_the_other_ranks_would_not_join(tmp_path):
+    # blocks.0 averages its output over the ranks in the forward (a functional
+    # collective); rank 1's replay reaches it before blocks.1.amp: sent, it would be
+    # paired with rank 0's next all-reduce (a gradient's) and mix the two
+    out = run(
+        torchrun(
+            2, tmp_path / "logs", "-m", "ovf", RANKS_SCRIPT, "--inf-at", "1:2", "--sum-in-forward"
+        ),
+        env=env(),
+    )
+    assert out.returncode != 0
+    reported = rank_stdout(tmp_path / "logs", 1)
+    assert reported.count("Detected inf/nan during batch_number=2\n") == 1, reported
+    said = [line for line in reported.splitlines() if "replay" in line]
+    assert len(said) == 1 and re.fullmatch(
+        r"ovf: the replay of the forward of Net stopped at"
+        r" torch\.ops\._c10d_functional\.all_reduce, which the other ranks would not join,"
+        r" before any op made a non-finite value \(\d+\.\d\d s\)",
+        said[0],
+    ), reported
+    # rank 0 trained batches 0 and 1 with rank 1 and saw nothing non-finite
+    healthy = rank_stdout(tmp_path / "logs", 0)
+    assert re.findall(r"^rank 0 step (\d) ", healthy, re.M)[:2] == ["0", "1"], healthy
+    assert "Detected inf/nan" not in healthy and "ovf:" not in healthy, healthy
+
+
 @requires_gdb
 def test_wait_mode_stops_only_that_rank_and_its_attach_command_works(tmp_path):
     logs = tmp_path / "logs"

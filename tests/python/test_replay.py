@@ -119,6 +119,13 @@ NO_OP_NAMED = {
         r" the other ranks would not join, before any op made a non-finite value"
         r" \(\d+\.\d\d s\)"
     ),
+    # the same through the dispatcher's op, which no torch.distributed attribute reaches
+    "functional_all_reduce_in_forward": (
+        r"ovf: the replay of the forward of Net stopped at"
+        r" torch\.ops\._c10d_functional\.all_reduce, which the other ranks would not join,"
+        r" before any op made a non-finite value"
+        r" \(\d+\.\d\d s\)"
+    ),
 }
 
 

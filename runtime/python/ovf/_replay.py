@@ -19,7 +19,7 @@ since its forward began, an event outside the batch root's forward (a loss modul
 called after it), or one judged after that forward returned (fast device mode); nor
 where the forward talks to other ranks (SyncBatchNorm, FSDP, DTensor): they would not
 join a replay's collectives, and it would wait for them forever; a collective the forward
-calls through torch.distributed's functions ends the replay where it is called.
+calls anyway ends the replay where it is called (_replay_collectives.py).
 
 A step of a torch.compile'd model is held by its wrapper's hooks and replayed eagerly;
 at an event inside a compiled graph that replay answers whether the compiler made the
@@ -31,6 +31,7 @@ import time
 import torch
 
 from . import _held_step, _ovf, _replay_check, _replay_compiled, _replay_optimizer
+from ._replay_collectives import CollectivesRefused, TalksToRanks, talks_to_other_ranks
 
 _armed = False
 _pdb = False  # --on-nan pdb: the replay stops at the op's line in pdb (_replay_pdb.py)
@@ -85,7 +86,7 @@ def run(frame_seq, batch, compiled):
             f"not replayed: the model's {', '.join(given)} held the non-finite value already"
             " (it came from the data or from code before the model)"
         )
-    talking = _talks_to_other_ranks(module)
+    talking = talks_to_other_ranks(module)
     if talking:
         return (
             f"not replayed: the model's forward talks to the other ranks ({talking}): a replay"
@@ -199,7 +200,7 @@ def forward_again(module, held, pre, post, backward=None, eager=False):
         torch.nn.modules.module.register_module_forward_pre_hook(pre),
         torch.nn.modules.module.register_module_forward_hook(post),
     ]
-    refused = _CollectivesRefused()
+    refused = CollectivesRefused()
     try:
         torch.set_rng_state(held.rng_cpu)
         if held.rng_cuda is not None:
@@ -213,7 +214,7 @@ def forward_again(module, held, pre, post, backward=None, eager=False):
                 backward(output)
     except _ReplayDone:
         pass
-    except _TalksToRanks as e:
+    except TalksToRanks as e:
         return f"stopped at {e}, which the other ranks would not join,"
     except Exception as e:  # noqa: BLE001 -- the model's own failure on the replay: said
         return raised(e)
@@ -228,65 +229,6 @@ def raised(e):
     """The replay's words for the model's (the step's) own exception: its first line."""
     said = str(e).strip()
     return f"raised {type(e).__name__}: {said.splitlines()[0] if said else ''}"
-
-
-class _TalksToRanks(BaseException):
-    """A collective the replay's forward called (its name): the other ranks, not
-    replaying, would never join it. Not an Exception: the model must not catch it."""
-
-
-# torch.distributed's collectives a forward may call by module attribute (Megatron-style
-# layers, all_to_all in mixture-of-experts), refused while the replay runs.
-_COLLECTIVES = (
-    "all_reduce all_gather all_gather_into_tensor all_gather_object all_to_all"
-    " all_to_all_single broadcast broadcast_object_list reduce reduce_scatter"
-    " reduce_scatter_tensor gather scatter barrier send recv isend irecv"
-).split()
-
-
-class _CollectivesRefused:
-    """torch.distributed's collectives raise _TalksToRanks inside (a distributed run only)."""
-
-    def __enter__(self):
-        dist = torch.distributed
-        self.saved = {}
-        if distributed():
-            for name in _COLLECTIVES:
-                if hasattr(dist, name):
-                    self.saved[name] = getattr(dist, name)
-                    setattr(dist, name, _refuse(f"torch.distributed.{name}"))
-        return self
-
-    def __exit__(self, *_):
-        for name, function in self.saved.items():
-            setattr(torch.distributed, name, function)
-
-
-def _refuse(name):
-    def refused(*args, **kwargs):
-        raise _TalksToRanks(name)
-
-    return refused
-
-
-def distributed():
-    dist = torch.distributed
-    return dist.is_available() and dist.is_initialized()
-
-
-def _talks_to_other_ranks(module):
-    """What in `module` runs collectives in its forward, in a distributed run: SyncBatchNorm's
-    statistics, FSDP's all-gathers, DTensor parameters (tensor parallelism); "" for none.
-    (DDP's own collectives are its wrapper's, which the replay does not call.)"""
-    if not distributed():
-        return ""
-    for sub in module.modules():
-        kind = type(sub).__name__
-        if kind == "SyncBatchNorm" or "FullyShardedDataParallel" in kind or kind.startswith("FSDP"):
-            return kind
-        if any(type(p).__name__ == "DTensor" for p in sub.parameters(recurse=False)):
-            return f"{kind} with DTensor parameters"
-    return ""
 
 
 def _parameter_names():

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from . import _held_step, _ovf, _replay, _replay_check
+from . import _held_step, _ovf, _replay, _replay_check, _replay_collectives
 
 
 def run(optimizer, before, gradient_of, event_seq):
@@ -72,7 +72,7 @@ def run(optimizer, before, gradient_of, event_seq):
             f"the replay of the forward and the backward of {name} {error} before any op made"
             f" a non-finite value ({took})"
         )
-    if _replay.distributed():
+    if _replay_collectives.distributed():
         return (
             f"the replayed backward of {name} made no non-finite value on this rank ({took}):"
             " the value came in from another rank's gradient (the all-reduce)"

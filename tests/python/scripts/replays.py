@@ -70,6 +70,11 @@ class Net(nn.Module):
             h = self.block(x, "")
             torch.distributed.all_reduce(h)  # a layer that sums over the ranks
             return self.head(h * 1e38 * 1e38)
+        if case == "functional_all_reduce_in_forward":
+            # DTensor's and tensor parallelism's route, a function imported by name: the
+            # dispatcher's _c10d_functional::all_reduce, no torch.distributed attribute
+            h = functional_all_reduce(self.block(x, ""), "sum", torch.distributed.group.WORLD)
+            return self.head(h * 1e38 * 1e38)
         return self.head(self.block(x, case))
 
 
@@ -98,11 +103,12 @@ def state_digest(net, opt):
 case = sys.argv[1]
 torch.manual_seed(0)
 net, loss_fn = Net(), Loss()
-if case in ("sync_batchnorm", "all_reduce_in_forward"):
+if case in ("sync_batchnorm", "all_reduce_in_forward", "functional_all_reduce_in_forward"):
     # a one-rank Gloo group: a distributed run
     import torch.distributed as dist
 
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    from torch.distributed._functional_collectives import all_reduce as functional_all_reduce
 if case == "sync_batchnorm":  # a model with SyncBatchNorm (unused: it needs a GPU)
     net.sync = nn.SyncBatchNorm(8)
     case = "overflow"
