@@ -3,7 +3,10 @@
 against the plain step: torchvision's resnet18 and vit_b_16 and a small GPT-style
 decoder (tests/e2e/scripts/real_models.GPT, larger), on CPU with one thread.
 
-Modes, interleaved round-robin in one process (the order rotating), medians:
+Modes, interleaved round-robin in one process (the order rotating). Each mode's ratio is
+the median over rounds of its round's time over that round's plain step: paired, so the
+slow drift of a shared machine (this VM's plain step wanders by a third over a day)
+cancels instead of landing on whichever mode ran in a slow minute.
 
   plain       no hooks
   ovf         ovf.DebugUnderflowOverflow(model)
@@ -20,9 +23,15 @@ Modes, interleaved round-robin in one process (the order rotating), medians:
               casts to float16, bfloat16 and the float8 types would lose
 
 A step is zero_grad, forward, cross-entropy loss, backward and an AdamW step on
-synthetic data. Targets (issue 12): ovf <= 1.05x plain, ovf+ops <= 1.20x, ovf+ops+bw <= 1.30x;
-with the cast counts on (issue 26) the same: ovf+cast <= 1.05x, ovf+ops+cast <= 1.20x; with
-the replay armed (issue 24) ovf+replay <= 1.03x.
+synthetic data. Beside the ratios, what the modes read: one read of every parameter
+(module frames read each at its module's every forward, and AdamW writes every one each
+step, so no statistic of the last step still holds), timed apart each round with ovf's
+own engine, over that round's plain step; and the megabytes the step's ops write, by
+phase (one step counted by a TorchDispatchMode, views left out), which --ops reads.
+
+Targets (issue 12): ovf <= 1.05x plain, ovf+ops <= 1.20x, ovf+ops+bw <= 1.30x; with the
+cast counts on (issue 26) the same: ovf+cast <= 1.05x, ovf+ops+cast <= 1.20x; with the
+replay armed (issue 24) ovf+replay <= 1.03x.
 
     python3 bench/real_models_overhead.py [--quick] [--models resnet18,vit_b_16,gpt]
 """
@@ -148,12 +157,91 @@ def training_step(name, quick):
     return model, optimizer, step
 
 
+def parameter_reads(model):
+    """Seconds for one read of every parameter by ovf's engine (what module mode's hooks
+    read of them in a step; a tied weight once)."""
+    from ovf import _ovf
+
+    started = time.perf_counter()
+    for p in model.parameters():
+        _ovf.stats(p.detach())
+    return time.perf_counter() - started
+
+
+class _OutputBytes(torch.utils._python_dispatch.TorchDispatchMode):
+    """Bytes of the floating tensors the step's ATen ops write (new tensors, and the
+    inputs an in-place op writes; not views), by phase: what --ops reads of them."""
+
+    def __init__(self):
+        super().__init__()
+        self.phase, self.bytes = "forward", {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        leaves = torch.utils._pytree.tree_leaves
+        given = {t.untyped_storage().data_ptr() for t in leaves((args, kwargs)) if _tensor(t)}
+        written = sum(
+            t.numel() * t.element_size()
+            for t in leaves(out)
+            if _tensor(t)
+            and t.is_floating_point()
+            and (func._schema.is_mutable or t.untyped_storage().data_ptr() not in given)
+        )
+        self.bytes[self.phase] = self.bytes.get(self.phase, 0) + written
+        return out
+
+
+def _tensor(value):
+    return isinstance(value, torch.Tensor)
+
+
+def op_output_bytes(model, optimizer, step):
+    """{phase: bytes its ops write} of one step: "forward" (the model's forward),
+    "backward" (the loss and the backward) and "optimizer" (AdamW's step)."""
+    counter = _OutputBytes()
+
+    def phase(name):
+        def enter(*_):
+            counter.phase = name
+
+        return enter
+
+    handles = [
+        model.register_forward_pre_hook(phase("forward")),
+        model.register_forward_hook(phase("backward")),
+        optimizer.register_step_pre_hook(phase("optimizer")),
+    ]
+    with counter:
+        step()
+    for handle in handles:
+        handle.remove()
+    return counter.bytes
+
+
+PHASES = ("forward", "backward", "optimizer")
+
+
+def why_slow(mode, reads, written):
+    """What a missed target's mode reads a step, measured apart (module frames read every
+    parameter; --ops also every op's output)."""
+    if "ops" not in mode:
+        return f" (one read of the parameters, timed apart, is {reads:.3f} of a plain step)"
+    phases = PHASES if mode == "ovf+ops+bw" else ("forward", "optimizer")
+    mb = {p: written.get(p, 0) / 1e6 for p in phases}
+    return f" (its ops write {sum(mb.values()):.0f} MB a step, AdamW's {mb['optimizer']:.0f})"
+
+
 def bench(name, ovf, quick):
+    """{mode: median over rounds of the round's time over its plain step}, the median
+    plain step in seconds, the parameters' read over the plain step (medians), the bytes
+    the step's ops write by phase."""
     model, optimizer, step = training_step(name, quick)
     for _ in range(2):  # warm-up: allocator, optimizer state
         step()
-    rounds, steps = (2, 1) if quick else (5, 3)
+    written = op_output_bytes(model, optimizer, step)
+    rounds, steps = (2, 1) if quick else (7, 3)
     times = {mode: [] for mode in MODES}
+    reads = []
     for r in range(rounds):
         order = MODES[r % len(MODES) :] + MODES[: r % len(MODES)]
         for mode in order:
@@ -164,7 +252,12 @@ def bench(name, ovf, quick):
                 step()
             times[mode].append((time.perf_counter() - started) / steps)
             leave()
-    return {mode: _common.median(values) for mode, values in times.items()}
+        reads.append(parameter_reads(model) / times["plain"][r])
+    ratios = {
+        mode: _common.median([t / p for t, p in zip(times[mode], times["plain"], strict=True)])
+        for mode in MODES[1:]
+    }
+    return ratios, _common.median(times["plain"]), _common.median(reads), written
 
 
 def main(argv=None):
@@ -176,30 +269,38 @@ def main(argv=None):
     )
     print()
     header = (
-        f"{'model':<10}"
-        + "".join(f"{m:>14}" for m in MODES)
-        + " | "
+        f"{'model':<10}{'plain s':>10}"
         + "".join(f"{m + '/plain':>20}" for m in MODES[1:])
+        + f"{'param reads/plain':>20}"
     )
-    print("median seconds per step, and each mode's ratio to the plain step")
+    print(
+        "each mode's time over the plain step of its round (median over rounds), and one read"
+        " of every parameter over the plain step"
+    )
     print(header)
     print("-" * len(header))
-    missed = []
+    missed, written_by = [], []
     for name in args.models.split(","):
-        t = bench(name, ovf, args.quick)
-        ratios = {m: t[m] / t["plain"] for m in MODES[1:]}
+        ratios, plain, reads, written = bench(name, ovf, args.quick)
         print(
-            f"{name:<10}"
-            + "".join(f"{t[m]:>14.4f}" for m in MODES)
-            + " | "
-            + "".join(f"{ratios[m]:>20.3f}" for m in MODES[1:]),
+            f"{name:<10}{plain:>10.4f}"
+            + "".join(f"{ratios[m]:>20.3f}" for m in MODES[1:])
+            + f"{reads:>20.3f}",
             flush=True,
         )
+        written_by.append((name, written))
         missed += [
-            f"{name}: {m} {ratios[m]:.3f}x plain > {target}x"
+            f"{name}: {m} {ratios[m]:.3f}x plain > {target}x" + why_slow(m, reads, written)
             for m, target in TARGETS.items()
             if ratios[m] > target
         ]
+    print()
+    print("MB the step's ops write, by phase (what --ops reads of them)")
+    header = f"{'model':<10}" + "".join(f"{phase:>12}" for phase in PHASES)
+    print(header)
+    print("-" * len(header))
+    for name, written in written_by:
+        print(f"{name:<10}" + "".join(f"{written.get(p, 0) / 1e6:>12.0f}" for p in PHASES))
     print()
     _common.print_targets(
         missed, "targets met: " + ", ".join(f"{m} <= {t}x" for m, t in TARGETS.items())
