@@ -134,11 +134,30 @@ def median(values):
     return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
 
-def model_bench_arguments(doc, models, argv=None):
-    """The arguments of a benchmark of training steps on models: --quick and --models."""
+def model_bench_arguments(doc, models, argv=None, modes=None):
+    """The arguments of a benchmark of training steps on models: --quick and --models;
+    with `modes` (the benchmark's, in order), --modes and --rounds too."""
     p = argparse.ArgumentParser(description=doc.split("\n")[0])
     p.add_argument(
         "--quick", action="store_true", help="small sizes, one step a round (a smoke test)"
     )
     p.add_argument("--models", default=models)
-    return p.parse_args(argv)
+    if modes is not None:
+        p.add_argument(
+            "--modes",
+            default=",".join(modes),
+            help="the modes to time, comma-separated (the first is what each is timed against)",
+        )
+        p.add_argument("--rounds", type=int, default=None, help="rounds of every mode")
+    args = p.parse_args(argv)
+    if modes is not None:
+        chosen = args.modes.split(",")
+        unknown = [m for m in chosen if m not in modes]
+        if unknown or chosen[0] != modes[0]:
+            p.error(
+                f"--modes: {', '.join(unknown) or chosen[0]} is not one of {', '.join(modes)}"
+                if unknown
+                else f"--modes must begin with {modes[0]}"
+            )
+        args.modes = chosen
+    return args
