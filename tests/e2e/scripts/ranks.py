@@ -74,6 +74,8 @@ def main(argv=None):
         loss = model(data).pow(2).mean()
         loss.backward()
         for p in model.parameters():
+            if p.grad is None:  # torch 2.6's functional all-reduce passes no gradient back
+                continue
             dist.all_reduce(p.grad)
             p.grad /= world
         optimizer.step()
