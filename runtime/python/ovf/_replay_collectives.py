@@ -12,7 +12,8 @@ A forward reaches the other ranks two ways, and both are refused:
   (torch.distributed._functional_collectives, DTensor's redistribution, code that
   imported a function by name), torch.ops.c10d.* directly. A kernel that refuses is
   registered for them at the Autograd key, which comes before every backend's kernel,
-  and removed after the replay. (Not a TorchDispatchMode: its redispatch runs each op
+  and at the CPU and CUDA keys (inference-mode tensors skip Autograd), and removed after
+  the replay. (Not a TorchDispatchMode: its redispatch runs each op
   twice through the dispatcher, and ovf's op observer would see every op twice.)
 """
 
@@ -36,6 +37,9 @@ _FUNCTIONS = (
 # c10d's but local.
 _OP_NAMESPACES = ("c10d", "_c10d_functional", "_c10d_functional_autograd", "c10d_functional")
 _LOCAL_OPS = {"c10d::check_for_nan"}
+# Where the refusing kernel goes: Autograd comes before every backend's kernel; tensors
+# made in inference mode carry no Autograd key and reach the backends' own directly.
+_KEYS = ("Autograd", "CPU", "CUDA")
 
 
 def distributed():
@@ -95,9 +99,10 @@ class CollectivesRefused:
                 try:
                     if namespace not in self.libraries:
                         self.libraries[namespace] = torch.library.Library(namespace, "IMPL")
-                    self.libraries[namespace].impl(
-                        name, _refuse(f"torch.ops.{namespace}.{name}"), "Autograd"
-                    )
+                    for key in _KEYS:
+                        self.libraries[namespace].impl(
+                            name, _refuse(f"torch.ops.{namespace}.{name}"), key
+                        )
                 except (RuntimeError, ValueError):
                     # a torch that takes no Python kernel for it: the replay runs without
                     # this one refusal rather than fail before it began (__enter__ never
