@@ -46,6 +46,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402  (pins threads before torch loads)
 import torch  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+from torch.utils._pytree import tree_leaves  # noqa: E402
 
 TARGETS = {
     "ovf": 1.05,
@@ -169,7 +171,7 @@ def parameter_reads(model):
     return time.perf_counter() - started
 
 
-class _OutputBytes(torch.utils._python_dispatch.TorchDispatchMode):
+class _OutputBytes(TorchDispatchMode):
     """Bytes of the floating tensors the step's ATen ops write (new tensors, and the
     inputs an in-place op writes; not views), by phase: what --ops reads of them."""
 
@@ -179,11 +181,10 @@ class _OutputBytes(torch.utils._python_dispatch.TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        leaves = torch.utils._pytree.tree_leaves
-        given = {t.untyped_storage().data_ptr() for t in leaves((args, kwargs)) if _tensor(t)}
+        given = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs)) if _tensor(t)}
         written = sum(
             t.numel() * t.element_size()
-            for t in leaves(out)
+            for t in tree_leaves(out)
             if _tensor(t)
             and t.is_floating_point()
             and (func._schema.is_mutable or t.untyped_storage().data_ptr() not in given)
