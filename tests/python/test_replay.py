@@ -236,6 +236,21 @@ def test_with_the_capture_an_optimizer_step_is_replayed_and_names_its_op_as_ops_
     ), captured.stdout
 
 
+def test_the_replay_of_a_step_that_talks_to_the_other_ranks_ends_before_it_does():
+    # AgreedAdam all-reduces a count of non-finite gradients inside its step: the replay,
+    # on this rank alone, stops there instead of sending it
+    p = run_ovf("--capture", "optimizer", SCRIPT, "agreed_adam_eps0")
+    assert p.returncode == 1, p.stderr
+    lines = ovf_lines(p.stdout)
+    assert lines[0] == WRITTEN.replace("(Adam)", "(AgreedAdam)"), p.stdout
+    assert len(lines) == 2 and re.fullmatch(
+        r"ovf: the replay of AgreedAdam\.step\(\) stopped at torch\.distributed\.all_reduce,"
+        r" which the other ranks would not join, before any op made a non-finite value"
+        r" \(\d+\.\d\d s\)",
+        lines[1],
+    ), p.stdout
+
+
 def test_without_the_capture_an_optimizer_step_says_how_to_replay_it():
     p = run_ovf(SCRIPT, "adam_eps0")
     assert p.returncode == 1, p.stderr

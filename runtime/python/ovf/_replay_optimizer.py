@@ -23,6 +23,7 @@ import weakref
 import torch
 
 from . import _options, _ovf, _replay
+from ._replay_collectives import CollectivesRefused, TalksToRanks
 
 _captured = weakref.WeakKeyDictionary()  # optimizer -> _Before of its latest step
 
@@ -141,13 +142,17 @@ def _step_again(optimizer, before):
     # and ovf's own hooks do not run for a replay.
     step = getattr(type(optimizer).step, "__wrapped__", None)
     try:
-        with before.parameters_in():
+        # a step that talks to the other ranks (ZeroRedundancyOptimizer's broadcast, an
+        # average of the updates) ends where it would, before the collective is sent
+        with before.parameters_in(), CollectivesRefused():
             optimizer.state = _state_copy(before.state)
             _ovf.begin_replay()
             if step is not None:
                 step(optimizer)
             else:
                 optimizer.step()  # _optimizer.py's hooks let a replay's step pass
+    except TalksToRanks as e:
+        return f"stopped at {e}, which the other ranks would not join,"
     except Exception as e:  # noqa: BLE001 -- the step's own failure on the replay: said
         return _replay.raised(e)
     finally:

@@ -63,7 +63,7 @@ class Net(nn.Module):
             # 0, finite; its gradient is inf * 0 (the backward's NaN, inside the model)
             h = self.block(x, "")
             return self.head((h - h.detach()).pow(2).sqrt())  # made: backward_in_model
-        if case == "adam_eps0":
+        if case in ("adam_eps0", "agreed_adam_eps0"):
             # its gradient is exactly 0: Adam(eps=0)'s first update of it is 0/0
             return self.head(self.block(x, "")) + 0 * self.gate.sum()
         if case == "all_reduce_in_forward":
@@ -87,6 +87,21 @@ class Loss(nn.Module):
         return out.pow(2).mean()
 
 
+class AgreedAdam(torch.optim.Adam):
+    """Adam that steps only where every rank's gradients are finite: a count of non-finite
+    values all-reduced inside its step, as loss scalers and sharded optimizers agree on a
+    skip."""
+
+    def step(self, closure=None):
+        found = torch.zeros(1)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    found += (~torch.isfinite(p.grad)).sum()
+        torch.distributed.all_reduce(found)
+        return super().step(closure) if found.item() == 0 else None
+
+
 def state_digest(net, opt):
     """Every parameter, gradient, buffer, optimizer slot and the generator's state."""
     h = hashlib.sha256()
@@ -103,7 +118,12 @@ def state_digest(net, opt):
 case = sys.argv[1]
 torch.manual_seed(0)
 net, loss_fn = Net(), Loss()
-if case in ("sync_batchnorm", "all_reduce_in_forward", "functional_all_reduce_in_forward"):
+if case in (
+    "sync_batchnorm",
+    "all_reduce_in_forward",
+    "functional_all_reduce_in_forward",
+    "agreed_adam_eps0",
+):
     # a one-rank Gloo group: a distributed run
     import torch.distributed as dist
 
@@ -114,6 +134,8 @@ if case == "sync_batchnorm":  # a model with SyncBatchNorm (unused: it needs a G
     case = "overflow"
 if case == "adam_eps0":
     opt = torch.optim.Adam(net.parameters(), lr=0.01, eps=0.0)
+elif case == "agreed_adam_eps0":
+    opt = AgreedAdam(net.parameters(), lr=0.01, eps=0.0)
 else:
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
 for step in range(3):
