@@ -153,11 +153,9 @@ def model_bench_arguments(doc, models, argv=None, modes=None):
     if modes is not None:
         chosen = args.modes.split(",")
         unknown = [m for m in chosen if m not in modes]
-        if unknown or chosen[0] != modes[0]:
-            p.error(
-                f"--modes: {', '.join(unknown) or chosen[0]} is not one of {', '.join(modes)}"
-                if unknown
-                else f"--modes must begin with {modes[0]}"
-            )
+        if unknown:
+            p.error(f"--modes: {', '.join(unknown)} is not one of {', '.join(modes)}")
+        if chosen[0] != modes[0]:
+            p.error(f"--modes must begin with {modes[0]}")
         args.modes = chosen
     return args

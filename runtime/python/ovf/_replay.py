@@ -215,7 +215,7 @@ def forward_again(module, held, pre, post, backward=None, eager=False):
     except _ReplayDone:
         pass
     except TalksToRanks as e:
-        return f"stopped at {e}, which the other ranks would not join,"
+        return e.said()
     except Exception as e:  # noqa: BLE001 -- the model's own failure on the replay: said
         return raised(e)
     finally:

@@ -6,15 +6,15 @@ half an hour and more). A model whose forward talks to them by design is not rep
 
 A forward reaches the other ranks two ways, and both are refused:
 - torch.distributed's functions, looked up by module attribute (Megatron-style layers,
-  all_to_all in mixture-of-experts): replaced while the replay runs, so the refusal
-  names the function the model called, in inference mode too;
+  all_to_all in mixture-of-experts): replaced while the replay runs, so that the refusal
+  names the function the model called rather than the op it reaches;
 - the dispatcher's collective ops, whoever calls them: functional collectives
   (torch.distributed._functional_collectives, DTensor's redistribution, code that
   imported a function by name), torch.ops.c10d.* directly. A kernel that refuses is
   registered for them at the Autograd key, which comes before every backend's kernel,
   and at the CPU and CUDA keys (inference-mode tensors skip Autograd), and removed after
-  the replay. (Not a TorchDispatchMode: its redispatch runs each op
-  twice through the dispatcher, and ovf's op observer would see every op twice.)
+  the replay. (Not a TorchDispatchMode: its redispatch runs each op twice through the
+  dispatcher, and ovf's op observer would see every op twice.)
 """
 
 import warnings
@@ -23,8 +23,12 @@ import torch
 
 
 class TalksToRanks(BaseException):
-    """A collective the replay's forward called (its name): the other ranks, not
-    replaying, would never join it. Not an Exception: the model must not catch it."""
+    """A collective the replay called (its name): the other ranks, not replaying, would
+    never join it. Not an Exception: the model must not catch it."""
+
+    def said(self):
+        """How a replay's line says where it stopped (before "before any op made ...")."""
+        return f"stopped at {self}, which the other ranks would not join,"
 
 
 _FUNCTIONS = (

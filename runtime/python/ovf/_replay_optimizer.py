@@ -152,7 +152,7 @@ def _step_again(optimizer, before):
             else:
                 optimizer.step()  # _optimizer.py's hooks let a replay's step pass
     except TalksToRanks as e:
-        return f"stopped at {e}, which the other ranks would not join,"
+        return e.said()
     except Exception as e:  # noqa: BLE001 -- the step's own failure on the replay: said
         return _replay.raised(e)
     finally:
