@@ -6,6 +6,9 @@
 #include <complex>
 #include <cstdlib>
 #include <cstring>
+#ifdef OVF_HAVE_AVX512_SCAN
+#include <cpuid.h>
+#endif
 #include <limits>
 #include <string>
 
@@ -18,24 +21,57 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// The best copy of the scan loops this CPU runs. OVF_SCAN_ISA=base picks the
-// baseline copy (tests run every copy; benchmarks compare them). The AVX2 copy
-// exists only in x86-64 builds (CMake defines OVF_HAVE_AVX2_SCAN there).
-detail::ScanTable choose_scan_table() {
-  const char* wanted = getenv("OVF_SCAN_ISA");
-  const bool base_only = wanted != nullptr && std::string(wanted) == "base";
-#ifdef OVF_HAVE_AVX2_SCAN
-  if (__builtin_cpu_supports("avx2") && !base_only) return detail::scan_table_avx2();
+// Whether this CPU has AVX-512 F and BW and runs them at full width: Zen 4
+// (AMD family 19h; Zen 3, the same family, has no AVX-512) splits each 512-bit
+// operation in two, where the AVX-512 copy of the statistics loop was measured
+// slower than the AVX2 one; Zen 4 keeps the AVX2 loops (its counting loops were
+// not measured).
+bool avx512_counting_pays() {
+#ifdef OVF_HAVE_AVX512_SCAN
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw")) return false;
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__builtin_cpu_is("amd") && __get_cpuid(1, &eax, &ebx, &ecx, &edx)) {
+    const unsigned family = ((eax >> 8) & 0xfu) + ((eax >> 20) & 0xffu);
+    if (family == 0x19) return false;
+  }
+  return true;
 #else
-  (void)base_only;
+  return false;
 #endif
-  return detail::scan_table_base();
 }
 
-const detail::ScanTable& scan_table() {
-  static const detail::ScanTable table = choose_scan_table();
-  return table;
+struct ChosenLoops {
+  detail::ScanTable table;
+  const char* name;  // scan_loops_name()
+};
+
+// The best copy of the scan loops this CPU runs. OVF_SCAN_ISA=base picks the
+// baseline copy, OVF_SCAN_ISA=avx2 the AVX2 one without the AVX-512 counting
+// loops (tests run every copy; benchmarks compare them). The AVX2 and AVX-512
+// copies exist only in x86-64 builds (CMake defines OVF_HAVE_AVX2_SCAN and
+// OVF_HAVE_AVX512_SCAN there).
+ChosenLoops choose_scan_loops() {
+  const char* wanted_name = getenv("OVF_SCAN_ISA");
+  const std::string wanted = wanted_name != nullptr ? wanted_name : "";
+#ifdef OVF_HAVE_AVX2_SCAN
+  if (__builtin_cpu_supports("avx2") && wanted != "base") {
+    ChosenLoops chosen{detail::scan_table_avx2(), "avx2"};
+    if (wanted != "avx2" && avx512_counting_pays()) {
+      detail::count_with_avx512(chosen.table);
+      chosen.name = "avx2+avx512-counts";
+    }
+    return chosen;
+  }
+#endif
+  return {detail::scan_table_base(), "base"};
 }
+
+const ChosenLoops& chosen_loops() {
+  static const ChosenLoops chosen = choose_scan_loops();
+  return chosen;
+}
+
+const detail::ScanTable& scan_table() { return chosen_loops().table; }
 
 struct ScanFloatType {
   detail::ScanPair scan;
@@ -123,7 +159,7 @@ Stats stats_float_bits(const TensorView& v, const ScanFloatType& t, int elem_siz
   const CastBounds* bounds = with_casts ? cast_bounds(v.dtype) : nullptr;
   uint64_t below[kCastCounts] = {};
   // The limits inside the last span's range: the next span's statistics loop
-  // counts them (up to kFusedLimits), and count_below only what that missed.
+  // counts them (up to its fused_limits), and count_below only what that missed.
   uint32_t inside = 0;
   const auto scan = [&](const char* p, uint64_t n) {
     if (bounds == nullptr) {
@@ -133,10 +169,10 @@ Stats stats_float_bits(const TensorView& v, const ScanFloatType& t, int elem_siz
     for (uint64_t done = 0; done < n; done += detail::kCountSpan) {
       const uint64_t m = std::min(detail::kCountSpan, n - done);
       const char* span_data = p + done * elem_size;
-      int fused[detail::kFusedLimits];
+      int fused[detail::kMaxFusedLimits];
       int count = 0;
       uint32_t counted = 0;
-      for (int k = 0; k < detail::kCountLimits && count < detail::kFusedLimits; ++k) {
+      for (int k = 0; k < detail::kCountLimits && count < t.scan.fused_limits; ++k) {
         if ((inside >> k) & 1u) {
           fused[count++] = k;
           counted |= 1u << k;
@@ -348,5 +384,7 @@ Stats compute_stats_contiguous(const void* data, ovf_dtype dtype, uint64_t n) {
   v.strides = &stride;
   return compute_stats_cpu(v);
 }
+
+const char* scan_loops_name() { return chosen_loops().name; }
 
 }  // namespace ovf

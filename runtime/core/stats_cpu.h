@@ -16,6 +16,11 @@ Stats compute_stats_cpu(const TensorView& view, bool with_casts = false);
 // The same over a contiguous buffer of n elements (what benchmarks and tests call).
 Stats compute_stats_contiguous(const void* data, ovf_dtype dtype, uint64_t n);
 
+// The copy of the scan loops this process runs: "base", "avx2", or
+// "avx2+avx512-counts" (AVX2 statistics, AVX-512 cast counting); see
+// OVF_SCAN_ISA in stats_cpu.cpp.
+const char* scan_loops_name();
+
 // Headroom against a narrower floating type: finite non-zero |x| below
 // `threshold` (that type's smallest normal). A second read of the tensor, done
 // only when headroom is asked for (control.headroom_dtype).

@@ -1,6 +1,9 @@
 // Inner loops of the CPU stats engine, compiled once per instruction set
-// (stats_scan_base.cpp, stats_scan_avx2.cpp) and picked at run time. An AVX-512
-// copy was measured slower on Zen 4, whose AVX-512 units are 256 bits wide.
+// (stats_scan_base.cpp, stats_scan_avx2.cpp) and picked at run time. The
+// statistics loops are the generic ones of stats_scan.inc (an AVX-512 copy was
+// measured slower on Zen 4, whose AVX-512 units are 256 bits wide); the cast
+// counts have loops written with intrinsics for AVX2 and AVX-512
+// (stats_count.inc), which prefetch and, on AVX-512, count in mask registers.
 #ifndef OVF_STATS_SCAN_H
 #define OVF_STATS_SCAN_H
 
@@ -29,8 +32,10 @@ using ScanFn = void (*)(const void* data, uint64_t n, BitAcc& acc);
 constexpr int kCountLimits = 12;
 constexpr uint64_t kCountSpan = 4096;
 // ... first a ScanFn that also adds to below[which[w]], w < count, how many
-// elements lie below those limits, in the same loop (count <= kFusedLimits);
+// elements lie below those limits, in the same loop (count <= the ScanPair's
+// fused_limits: kFusedLimits for the generic loops, at most kMaxFusedLimits);
 constexpr int kFusedLimits = 4;
+constexpr int kMaxFusedLimits = 8;
 using ScanCountingFn = void (*)(const void* data, uint64_t n, BitAcc& acc, const uint64_t* limits,
                                 const int* which, int count, uint64_t* below);
 // ... then the rest: adds to below[k] for every limit not in the mask `counted`,
@@ -43,6 +48,7 @@ using CountBelowFn = uint32_t (*)(const void* data, uint64_t n, const uint64_t* 
 struct ScanPair {
   ScanFn scan;
   ScanCountingFn scan_counting;
+  int fused_limits;
 };
 
 struct ScanTable {
@@ -52,6 +58,10 @@ struct ScanTable {
 
 ScanTable scan_table_base();
 ScanTable scan_table_avx2();
+// Replaces the cast-counting loops of float32, float16 and bfloat16 (their
+// counting scans and count_below) by AVX-512 ones, which count in mask
+// registers: a compare and a masked add per limit and 16 or 32 elements.
+void count_with_avx512(ScanTable& table);
 
 }  // namespace ovf::detail
 

@@ -318,6 +318,8 @@ PYBIND11_MODULE(_ovf, m) {
   m.def("stats", &tensor_stats, py::arg("tensor"), py::arg("casts") = false,
         "One-pass stats of a CPU tensor as a dict (None if unreadable); casts: with what "
         "casts to the narrow types would lose (key 'cast').");
+  m.def("scan_loops", &ovf::scan_loops_name,
+        "The copy of the CPU engine's loops this process runs: base, avx2, avx2+avx512-counts.");
   m.def("device_stats", &device_stats, py::arg("tensor"), py::arg("casts") = false,
         "The device engine's stats of a tensor on any device, as a dict (None if unreadable).");
   m.def("configure_ring", [](uint32_t capacity) {

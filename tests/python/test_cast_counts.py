@@ -1,7 +1,7 @@
 """What a cast would lose (layout 6's cast counts) against a direct computation: cast
 with torch, then count. Every real floating dtype the engines read, at the edges of
 every target's range and over twenty decades of magnitudes, contiguous and strided,
-in the CPU engine (both copies of its scan loops), the portable device backend (whole
+in the CPU engine (every copy of its scan loops), the portable device backend (whole
 and in pieces); then the records a module run and an op run leave in the ring."""
 
 import os
@@ -93,6 +93,42 @@ def test_the_cpu_engine_and_the_portable_backend_count_what_torch_casts_lose():
 
 def test_the_baseline_scan_loops_count_the_same():
     check(OVF_SCAN_ISA="base")
+
+
+def _expected_default_loops():
+    """What stats_cpu.cpp picks on this CPU, from /proc/cpuinfo."""
+    with open("/proc/cpuinfo") as f:
+        info = f.read().split("\n\n")[0]
+    fields = dict(
+        (k.strip(), v.strip()) for k, _, v in (line.partition(":") for line in info.splitlines())
+    )
+    flags = set(fields.get("flags", "").split())
+    zen4 = fields.get("vendor_id") == "AuthenticAMD" and fields.get("cpu family") == "25"
+    if {"avx512f", "avx512bw"} <= flags and not zen4:
+        return "avx2+avx512-counts"
+    return "avx2" if "avx2" in flags else "base"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/cpuinfo"), reason="reads the CPU's flags there")
+def test_each_copy_of_the_loops_runs_where_asked():
+    """The copy a process runs, per OVF_SCAN_ISA: the tests above count with each."""
+    default = _expected_default_loops()
+    avx2 = "base" if default == "base" else "avx2"  # the AVX2 copy where the CPU has AVX2
+    for isa, want in (("base", "base"), ("avx2", avx2), ("", default)):
+        p = run_ovf_child(
+            ["-c", "from ovf import _ovf; print(_ovf.scan_loops())"],
+            timeout=120,
+            PYTHONPATH=PACKAGE_PARENT,
+            OVF_SCAN_ISA=isa,
+        )
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert p.stdout == f"{want}\n", (isa, p.stdout)
+
+
+def test_the_avx2_scan_loops_count_the_same():
+    """Where the CPU has AVX-512 the default counts with its own loops; this is the
+    AVX2 copy there (elsewhere the default again)."""
+    check(OVF_SCAN_ISA="avx2")
 
 
 def test_the_portable_backend_in_pieces_counts_the_same():
