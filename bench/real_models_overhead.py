@@ -20,7 +20,9 @@ cancels instead of landing on whichever mode ran in a slow minute.
   anomaly     torch.autograd.detect_anomaly() around forward and backward (torch's own tool;
               it checks backward outputs only and records every forward's stack)
   +cast       the same with cast_shares=True (--cast-shares): every line also counts what
-              casts to float16, bfloat16 and the float8 types would lose
+              casts to float16, bfloat16 and the float8 types would lose; where its mode
+              without them is timed too, a column gives the +cast mode over it, paired
+              round by round (what the counts add, apart from the machine's drift)
 
 A step is zero_grad, forward, cross-entropy loss, backward and an AdamW step on
 synthetic data. Beside the ratios, what the modes read: one read of every parameter
@@ -256,11 +258,20 @@ def bench(name, ovf, quick, modes=MODES, rounds=None):
             times[mode].append((time.perf_counter() - started) / steps)
             leave()
         reads.append(parameter_reads(model) / times["plain"][r])
-    ratios = {
-        mode: _common.median([t / p for t, p in zip(times[mode], times["plain"], strict=True)])
-        for mode in modes[1:]
-    }
+
+    def paired(mode, base):
+        return _common.median([t / b for t, b in zip(times[mode], times[base], strict=True)])
+
+    ratios = {mode: paired(mode, "plain") for mode in modes[1:]}
+    # what the cast counts add to a mode: its +cast form over it, round by round
+    ratios.update({f"{m}/{base}": paired(m, base) for m, base in cast_pairs(modes)})
     return ratios, _common.median(times["plain"]), _common.median(reads), written
+
+
+def cast_pairs(modes):
+    """(+cast mode, the same mode without the cast counts) where both are timed."""
+    bases = [(m, m.removesuffix("+cast")) for m in modes if m.endswith("+cast")]
+    return [(m, base) for m, base in bases if base in modes]
 
 
 def main(argv=None):
@@ -272,14 +283,20 @@ def main(argv=None):
         "training-step overhead on real models (bench/real_models_overhead.py)", ovf
     )
     print()
+    added = [f"{m}/{base}" for m, base in cast_pairs(modes)]
     header = (
         f"{'model':<10}{'plain s':>10}"
         + "".join(f"{m + '/plain':>20}" for m in modes[1:])
         + f"{'param reads/plain':>20}"
+        + "".join(f"{a:>22}" for a in added)
     )
     print(
-        "each mode's time over the plain step of its round (median over rounds), and one read"
+        "each mode's time over the plain step of its round (median over rounds), one read"
         " of every parameter over the plain step"
+        + (
+            ", and each +cast mode over its mode without the cast counts, round by round"
+            * bool(added)
+        )
     )
     print(header)
     print("-" * len(header))
@@ -289,7 +306,8 @@ def main(argv=None):
         print(
             f"{name:<10}{plain:>10.4f}"
             + "".join(f"{ratios[m]:>20.3f}" for m in modes[1:])
-            + f"{reads:>20.3f}",
+            + f"{reads:>20.3f}"
+            + "".join(f"{ratios[a]:>22.3f}" for a in added),
             flush=True,
         )
         written_by.append((name, written))

@@ -15,6 +15,11 @@ round (medians reported), one thread:
              casts to float16, bfloat16 and both float8 types would lose (12
              counts; --cast-shares, ovf watch --cast); "cast/ovf" is its cost.
 
+Last, the cast counts by copy of the engine's loops: where the default counts with
+the AVX-512 loops (`_ovf.scan_loops()`), child processes with OVF_SCAN_ISA=avx2 and
+with the default measure the same cells at 1e6 and 1e7, alternately, three times
+each; the medians and their ratio are printed.
+
 GB/s counts the tensor's bytes once per call. The target is ovf >= 0.5 x the
 floor at 1e6 and 1e7 elements. ovf's time includes one Python -> C++ call and
 building the result dict; the line "call overhead" measures that on a
@@ -26,6 +31,7 @@ building the result dict; the line "call overhead" measures that on a
 import argparse
 import ctypes
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -100,15 +106,65 @@ def measure(methods, rounds, budget_s):
     return {name: _common.median(v) for name, v in samples.items()}
 
 
+def data(dtype, n):
+    return torch.randn(n, generator=torch.Generator().manual_seed(n)).to(dtype)
+
+
+def dtype_name(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+def cast_cells(stats, rounds, budget_s):
+    """{"dtype n": median seconds of a cast-counting call} at TARGET_SIZES."""
+    cells = {}
+    for dtype in DTYPES:
+        for n in TARGET_SIZES:
+            t = data(dtype, n)
+            sec = measure({"cast": lambda: stats(t, casts=True)}, rounds, budget_s)  # noqa: B023
+            cells[f"{dtype_name(dtype)} {n}"] = sec["cast"]
+    return cells
+
+
+def compare_copies(ovf, args):
+    """Cast GB/s with the AVX2 loops and with the default's, in alternating children."""
+    default = ovf._ovf.scan_loops()
+    print(f"\ncast counts by copy of the loops (this process runs {default})")
+    if default != "avx2+avx512-counts":
+        print("  the default counts with the AVX2 or baseline loops here: nothing to compare")
+        return
+    runs = {"avx2": [], default: []}
+    for _ in range(3):
+        for isa, name in (("avx2", "avx2"), ("", default)):
+            command = [sys.executable, __file__, "--cast-cells"] + (["--quick"] * args.quick)
+            env = dict(os.environ, OVF_SCAN_ISA=isa)
+            out = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+            runs[name].append(json.loads(out.stdout.splitlines()[-1]))
+    print(f"{'cell':<18} {'avx2 GB/s':>10} {'avx512 GB/s':>12} {'avx512/avx2':>12}")
+    for cell in runs["avx2"][0]:
+        dtype, n = cell.split()
+        nbytes = int(n) * torch.empty(0, dtype=getattr(torch, dtype)).element_size()
+        gbps = {k: nbytes / _common.median([r[cell] for r in v]) / 1e9 for k, v in runs.items()}
+        print(
+            f"{cell:<18} {gbps['avx2']:>10.1f} {gbps[default]:>12.1f}"
+            f" {gbps[default] / gbps['avx2']:>12.2f}"
+        )
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer, shorter rounds (a smoke test)")
     parser.add_argument(
         "--rounds", type=int, default=None, help="interleaved rounds per cell (default 9)"
     )
+    parser.add_argument(
+        "--cast-cells", action="store_true", help=argparse.SUPPRESS
+    )  # a child of compare_copies: its cells as JSON
     args = parser.parse_args(argv)
     rounds = args.rounds or (3 if args.quick else 9)
     budget_s = 0.01 if args.quick else 0.06
+    if args.cast_cells:
+        print(json.dumps(cast_cells(_common.import_ovf()._ovf.stats, rounds, budget_s)))
+        return 0
 
     ovf = _common.import_ovf()
     stats = ovf._ovf.stats
@@ -144,7 +200,7 @@ def main(argv=None):
     rows = []
     for dtype in DTYPES:
         for n in SIZES:
-            t = torch.randn(n, generator=torch.Generator().manual_seed(n)).to(dtype)
+            t = data(dtype, n)
             nbytes = t.numel() * t.element_size()
             ptr = t.data_ptr()
             assert stats(t)["numel"] == n
@@ -162,7 +218,7 @@ def main(argv=None):
             engine_s = max(sec["ovf"] - overhead["ovf"], 1e-12)
             engine_gbps = nbytes / engine_s / 1e9
             row = dict(
-                dtype=str(dtype).replace("torch.", ""),
+                dtype=dtype_name(dtype),
                 n=n,
                 mb=nbytes / 1e6,
                 **gbps,
@@ -185,7 +241,7 @@ def main(argv=None):
             )
 
     print("\nratio table (ovf / floor; target >= 0.5 at 1e6 and 1e7)")
-    dtype_names = [str(d).replace("torch.", "") for d in DTYPES]
+    dtype_names = [dtype_name(d) for d in DTYPES]
     print(f"{'elements':>9} " + " ".join(f"{d:>9}" for d in dtype_names))
     for n in SIZES:
         cells = [
@@ -217,6 +273,7 @@ def main(argv=None):
             f"target met: ovf >= {TARGET} x the floor at 1e6 and 1e7 elements for every dtype "
             f"(lowest {min(r['ovf_floor'] for r in rows if r['n'] in TARGET_SIZES):.2f} x)"
         )
+    compare_copies(ovf, args)
     print(_common.load_line("end"))
     return _common.exit_status(missed, args.quick)
 
