@@ -295,7 +295,8 @@ def main(argv=None):
         " of every parameter over the plain step"
         + (
             ", and each +cast mode over its mode without the cast counts, round by round"
-            * bool(added)
+            if added
+            else ""
         )
     )
     print(header)

@@ -135,7 +135,9 @@ def compare_copies(ovf, args):
     runs = {"avx2": [], default: []}
     for _ in range(3):
         for isa, name in (("avx2", "avx2"), ("", default)):
-            command = [sys.executable, __file__, "--cast-cells"] + (["--quick"] * args.quick)
+            command = [sys.executable, __file__, "--cast-cells"] + (
+                ["--quick"] if args.quick else []
+            )
             env = dict(os.environ, OVF_SCAN_ISA=isa)
             out = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
             runs[name].append(json.loads(out.stdout.splitlines()[-1]))
