@@ -7,6 +7,7 @@ the inf from finite values, and none on the other rank; python3 -m ovf.ranks ove
 ranks' event summaries must name the same rank, batch, op or module, the bad sample's row
 and dataset index, and the other rank as a receiver. Healthy runs never stop."""
 
+import functools
 import importlib.util
 import json
 import os
@@ -37,6 +38,7 @@ CASES = [
 ]
 
 
+@functools.cache  # a rank's shard and its verdict are the same for every wrap and level
 def oracle(rank):
     out = run([PYTHON, SCRIPT, "--oracle-rank", str(rank), "--bad", str(BAD)], env=env())
     assert out.returncode == 0, out.stdout
