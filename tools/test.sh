@@ -77,29 +77,28 @@ else
 fi
 [ "${OVF_TEST_BENCH:-1}" = 1 ] || { phase "done (no benchmarks: OVF_TEST_BENCH=0)"; exit 0; }
 phase "benchmarks, --quick"
-# $jobs at a time: a smoke run's timings are not judged, and run one by one they left a
-# core idle at the end of CI (the trixie leg is over by then). Each writes its own file;
-# they are reported in order, each with its time, and a failure ends the run with its output.
+# $jobs at a time, each started as one ends: a smoke run's timings are not judged, and run
+# one by one they left a core idle at the end of CI (the trixie leg is over by then). Each
+# writes its own file; they are reported in order when all have ended, each with its time,
+# and a failure ends the run with its output.
 benches=()
 for bench in bench/*.py; do
   case "$bench" in bench/_*) ;; *) benches+=("$bench") ;; esac
 done
 quick_out() { echo "$build/$(basename "$1" .py).quick.txt"; }
-for ((first = 0; first < ${#benches[@]}; first += jobs)); do
-  shards=()  # (the EXIT trap ends them)
-  for bench in "${benches[@]:first:jobs}"; do
-    ( t0=$(date +%s); rc=0
-      PYTHONPATH="$build/python" timeout 900 "$python" "$bench" --quick > "$(quick_out "$bench")" 2>&1 || rc=$?
-      echo "$rc $(( $(date +%s) - t0 ))" > "$(quick_out "$bench").status" ) &
-    shards+=($!)
-  done
-  wait "${shards[@]}" || true
-  shards=()
-  for bench in "${benches[@]:first:jobs}"; do
-    read -r rc took < "$(quick_out "$bench").status"
-    echo "-- $bench --quick ($took s)"
-    [ "$rc" = 0 ] || { cat "$(quick_out "$bench")"; echo "ovf test: $bench --quick failed (exit $rc)"; exit 1; }
-    tail -n 3 "$(quick_out "$bench")"
-  done
+for bench in "${benches[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  ( t0=$(date +%s); rc=0
+    PYTHONPATH="$build/python" timeout 900 "$python" "$bench" --quick > "$(quick_out "$bench")" 2>&1 || rc=$?
+    echo "$rc $(( $(date +%s) - t0 ))" > "$(quick_out "$bench").status" ) &
+  shards+=($!)  # (the EXIT trap ends them)
+done
+wait "${shards[@]}" || true
+shards=()
+for bench in "${benches[@]}"; do
+  read -r rc took < "$(quick_out "$bench").status"
+  echo "-- $bench --quick ($took s)"
+  [ "$rc" = 0 ] || { cat "$(quick_out "$bench")"; echo "ovf test: $bench --quick failed (exit $rc)"; exit 1; }
+  tail -n 3 "$(quick_out "$bench")"
 done
 phase "done"
